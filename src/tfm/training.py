@@ -1,0 +1,110 @@
+"""Training: label-smoothed cross-entropy (§5.4), the warmup learning-rate schedule (§5.3) and a small loop."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+PROGRESS_ENV_VAR = "TFM_PROGRESS"
+"""Set ``TFM_PROGRESS=0`` to hide progress bars (the Makefile does, so stored notebook outputs stay stable)."""
+
+
+class LabelSmoothingLoss(nn.Module):
+    """Cross-entropy against a target that puts 1 − ε on the right token and spreads ε over the whole vocabulary.
+
+    loss = (1 − ε) · (−log p_y) + ε · mean_j(−log p_j), averaged over the positions whose target is not
+    ``ignore_index``. Equals ``F.cross_entropy(..., label_smoothing=ε)``.
+    """
+
+    def __init__(self, smoothing: float = 0.1, ignore_index: int | None = None):
+        super().__init__()
+        if not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"smoothing must lie in [0, 1), got {smoothing}")
+        self.smoothing, self.ignore_index = smoothing, ignore_index
+
+    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        """``logits (..., n_vocab)`` (raw scores, **not** softmax outputs) and ``target (...)`` -> scalar loss."""
+        if logits.shape[:-1] != target.shape:
+            raise ValueError(
+                f"logits {tuple(logits.shape)} must be target {tuple(target.shape)} plus a vocabulary dimension"
+            )
+        log_probs = F.log_softmax(logits.float(), dim=-1).flatten(0, -2)  # (N, n_vocab)
+        target = target.flatten()  # (N,)
+        keep = torch.ones_like(target, dtype=torch.bool) if self.ignore_index is None else target != self.ignore_index
+        safe_target = target.masked_fill(~keep, 0)
+        nll = -log_probs.gather(-1, safe_target[:, None]).squeeze(-1)  # (N,)
+        uniform = -log_probs.mean(-1)  # (N,)
+        loss = (1.0 - self.smoothing) * nll + self.smoothing * uniform
+        return (loss * keep).sum() / keep.sum().clamp(min=1)
+
+
+def noam_rate(step: int, d_model: int, warmup: int) -> float:
+    """lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), with step counted from 1 (§5.3)."""
+    if warmup < 1:
+        raise ValueError(f"warmup must be >= 1, got {warmup}")
+    step = max(step, 1)
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def noam_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int,
+                   factor: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """A scheduler that sets the learning rate to ``factor · noam_rate(step)``; build the optimizer with lr=1."""
+    for group in optimizer.param_groups:
+        if group["lr"] != 1.0:
+            raise ValueError(f"build the optimizer with lr=1.0 so that the schedule sets the rate, got {group['lr']}")
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: factor * noam_rate(i + 1, d_model, warmup))
+
+
+def progress_enabled() -> bool:
+    """Show a progress bar unless ``TFM_PROGRESS=0`` or the code runs under CI."""
+    if os.environ.get(PROGRESS_ENV_VAR) is not None:
+        return os.environ[PROGRESS_ENV_VAR] not in ("0", "false", "no")
+    return "CI" not in os.environ
+
+
+def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable[[nn.Module, tuple], Tensor],
+          optimizer: torch.optim.Optimizer, steps: int, scheduler=None, clip_norm: float | None = 1.0,
+          time_limit: float | None = None, progress: bool | None = None) -> dict[str, list[float]]:
+    """Run ``steps`` optimisation steps; return ``{"loss": [...], "lr": [...], "seconds": [...]}`` per step.
+
+    ``next_batch()`` returns a batch, ``loss_step(model, batch)`` returns the scalar loss. ``time_limit`` (seconds)
+    stops early. A text progress bar (stderr) is shown when :func:`progress_enabled`.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    show = progress_enabled() if progress is None else progress
+    history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
+    model.train()
+    started = time.perf_counter()
+    for step in _progress(range(steps), show):
+        loss = loss_step(model, next_batch())
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"the loss became {loss.item()} at step {step}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip_norm is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        history["lr"].append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        history["loss"].append(loss.item())
+        history["seconds"].append(time.perf_counter() - started)
+        if time_limit is not None and history["seconds"][-1] > time_limit:
+            break
+    model.eval()
+    return history
+
+
+def _progress(iterable: range, show: bool) -> Iterator[int]:
+    if not show:
+        return iter(iterable)
+    from tqdm import tqdm  # text bar on stderr: works in a terminal, Jupyter and Colab without widgets
+
+    return iter(tqdm(iterable, file=sys.stderr, mininterval=0.5, leave=False))

@@ -1,0 +1,83 @@
+"""Project-level checks: the repository URL has one source of truth, and every notebook keeps the book's anatomy."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def repository_url() -> str:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return config["repository"]["url"].rstrip("/")
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def test_there_are_chapters():
+    assert NOTEBOOKS, "no notebooks found in chapters/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_setup_cell_installs_from_the_configured_repository(path):
+    code = [c for c in cells(path) if c["cell_type"] == "code"]
+    setup = source(code[0])
+    assert 'if "google.colab" in sys.modules:' in setup, f"{path.name}: the first code cell is not the setup cell"
+    urls = re.findall(r"git\+(https://[^\s\"'@]+)", setup)
+    assert urls == [repository_url()], f"{path.name}: setup cell installs from {urls}, _config.yml says {repository_url()}"
+    assert "tfm.seed_everything(" in setup and "tfm.get_device()" in setup
+    assert not re.search(r"\b(torch|numpy)==", setup), f"{path.name}: the setup cell must not pin torch or numpy"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_anatomy(path):
+    text = "\n".join(source(c) for c in cells(path) if c["cell_type"] == "markdown")
+    for heading in ("Learning objectives", "Exercises", "Summary", "References"):
+        assert re.search(rf"^#+ .*{heading}", text, re.M | re.I), f"{path.name}: no '{heading}' section"
+    assert len(re.findall(r"```\{exercise\}", text)) >= 3, f"{path.name}: fewer than three exercises"
+    assert len(re.findall(r"```\{solution-start\}", text)) >= 3, f"{path.name}: fewer than three hidden solutions"
+    assert "{bibliography}" in text, f"{path.name}: no bibliography block"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_is_in_the_table_of_contents(path):
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    assert f"chapters/{path.stem}" in toc, f"{path.name} is not listed in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_outputs_are_clean(path):
+    for i, cell in enumerate(cells(path)):
+        if cell["cell_type"] != "code" or not source(cell).strip():
+            continue
+        assert cell.get("execution_count") is not None, f"{path.name}: code cell {i} was never executed"
+        for out in cell.get("outputs", []):
+            assert out["output_type"] != "error" or "raises-exception" in cell["metadata"].get("tags", []), (
+                f"{path.name}: code cell {i} stored an error"
+            )
+            text = json.dumps(out.get("text", "")) + json.dumps(out.get("data", {}).get("text/plain", ""))
+            assert not re.search(r" at 0x[0-9a-f]{6,}", text), f"{path.name}: cell {i} prints a memory address"
+            assert not re.search(r"/(root|home|tmp|work|Users)/\S+", text), f"{path.name}: cell {i} prints a path"
+
+
+def test_pyproject_keeps_lower_bounds_only():
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    deps = re.search(r"^dependencies = \[(.*?)\]", text, re.M | re.S).group(1)
+    assert "==" not in deps and "<" not in deps, f"tfm's dependencies must be lower bounds only: {deps}"
+
+
+def test_requirements_pin_the_cpu_torch():
+    lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    assert "torch==2.13.0" in lines
