@@ -5,11 +5,12 @@ Layered so that each chapter can read its module without the ones above it:
 - floor 0: :mod:`tfm.device`, :mod:`tfm.masks`, :mod:`tfm.positional`, :mod:`tfm.embedding`
 - floor 1: :mod:`tfm.attention`, :mod:`tfm.multihead`
 - floor 2: :mod:`tfm.layers`
-- floor 3: :mod:`tfm.model`
+- floor 3: :mod:`tfm.model`, :mod:`tfm.vision`
 - floor 4: :mod:`tfm.decoding`, :mod:`tfm.training`, :mod:`tfm.interop`
 - apart: :mod:`tfm.data`, :mod:`tfm.viz`, :mod:`tfm.check`
 """
 
+from . import check, data, viz
 from .attention import attention, fast_attention
 from .decoding import beam_search, generate, greedy_decode
 from .device import get_device, seed_everything
@@ -27,6 +28,7 @@ from .model import CausalLM, Decoder, Encoder, EncoderClassifier, EncoderDecoder
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .training import LabelSmoothingLoss, noam_rate, noam_scheduler, train
+from .vision import VisionTransformer, patchify
 
 __version__ = "0.1.0"
 
@@ -36,5 +38,5 @@ __all__ = [
     "SinusoidalPositionalEncoding", "TokenEmbedding", "TransformerConfig", "attention", "beam_search", "causal_mask",
     "combine_masks", "count_parameters", "fast_attention", "generate", "get_device", "greedy_decode", "noam_rate",
     "noam_scheduler", "padding_mask", "padding_mask_from_ids", "seed_everything", "sinusoidal_table",
-    "to_torch_attn_mask", "to_torch_key_padding_mask", "train",
+    "to_torch_attn_mask", "to_torch_key_padding_mask", "train", "VisionTransformer", "patchify", "check", "data", "viz",
 ]
