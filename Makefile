@@ -15,7 +15,6 @@ export TRANSFORMERS_VERBOSITY := error
 export TFM_DEVICE := cpu
 export TFM_PROGRESS := 0
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
