@@ -81,3 +81,12 @@ def test_pyproject_keeps_lower_bounds_only():
 def test_requirements_pin_the_cpu_torch():
     lines = (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
     assert "torch==2.13.0" in lines
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_figures_are_stored(path):
+    # A kernel started with MPLBACKEND=Agg stores no figure at all; nbval would not notice (it skips image/png).
+    for i, cell in enumerate(cells(path)):
+        if cell["cell_type"] == "code" and "plt.show()" in source(cell):
+            kinds = [kind for out in cell.get("outputs", []) for kind in out.get("data", {})]
+            assert "image/png" in kinds, f"{path.name}: code cell {i} shows a figure but stores no image/png"
