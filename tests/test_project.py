@@ -48,7 +48,10 @@ def test_chapter_anatomy(path):
         assert re.search(rf"^#+ .*{heading}", text, re.M | re.I), f"{path.name}: no '{heading}' section"
     assert len(re.findall(r"```\{exercise\}", text)) >= 3, f"{path.name}: fewer than three exercises"
     assert len(re.findall(r"```\{solution-start\}", text)) >= 3, f"{path.name}: fewer than three hidden solutions"
-    assert "{bibliography}" in text, f"{path.name}: no bibliography block"
+    assert "{footbibliography}" in text, f"{path.name}: no footbibliography block"
+    assert not re.search(r"\{cite(:\w+)?\}|\{bibliography\}", text), (
+        f"{path.name}: use {{footcite}} and {{footbibliography}} (page-local), not {{cite}}/{{bibliography}}"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
