@@ -36,7 +36,7 @@ def test_setup_cell_installs_from_the_configured_repository(path):
     setup = source(code[0])
     assert 'if "google.colab" in sys.modules:' in setup, f"{path.name}: the first code cell is not the setup cell"
     urls = re.findall(r"git\+(https://[^\s\"'@]+)", setup)
-    assert urls == [repository_url()], f"{path.name}: setup cell installs from {urls}, _config.yml says {repository_url()}"
+    assert urls == [repository_url()], f"{path.name}: installs from {urls}, _config.yml says {repository_url()}"
     assert "tfm.seed_everything(" in setup and "tfm.get_device()" in setup
     assert not re.search(r"\b(torch|numpy)==", setup), f"{path.name}: the setup cell must not pin torch or numpy"
 

@@ -38,7 +38,9 @@ def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
             f"keys {tuple(k.shape)} and values {tuple(v.shape)} must agree in all but the last dim: one value per key"
         )
     if q.shape[:-2] != k.shape[:-2]:
-        raise ValueError(f"query {tuple(q.shape)} and key {tuple(k.shape)} must have the same leading (batch/head) dims")
+        raise ValueError(
+            f"query {tuple(q.shape)} and key {tuple(k.shape)} must have the same leading (batch/head) dims"
+        )
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"query, key and value must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
 

@@ -18,7 +18,7 @@ def padding_mask(lengths: Tensor | list[int], max_len: int | None = None) -> Ten
     """Key mask ``(B, S)``: ``True`` at the first ``lengths[b]`` positions of row ``b`` (the real tokens)."""
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1 or lengths.numel() == 0:
-        raise ValueError(f"lengths must be a non-empty 1-D tensor of sequence lengths, got shape {tuple(lengths.shape)}")
+        raise ValueError(f"lengths must be a non-empty 1-D tensor of lengths, got shape {tuple(lengths.shape)}")
     if lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
         raise TypeError(f"lengths must hold integers, got dtype {lengths.dtype}")
     longest = int(lengths.max())

@@ -1,0 +1,39 @@
+"""Shared helpers for the tests: weight copying between tfm and torch.nn, and a seeded generator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import tfm
+
+TOL = 1e-5  # float32 equality with weights copied across (the bar set for tfm)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a - b).abs().max().item()
+
+
+def copy_mha(ours: tfm.MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    """Make ``theirs`` compute with ``ours``'s weights (the fused in-projection has the same layout)."""
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(ours.in_proj.weight)
+        theirs.in_proj_bias.copy_(ours.in_proj.bias)
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+        theirs.out_proj.bias.copy_(ours.out_proj.bias)
+
+
+def layer_state_for_torch(layer: nn.Module) -> dict[str, torch.Tensor]:
+    """A tfm EncoderLayer/DecoderLayer state dict renamed to nn.TransformerEncoderLayer/DecoderLayer's names."""
+    renamed = {}
+    for name, value in layer.state_dict().items():
+        name = name.replace("ff.linear", "linear").replace("cross_attn.", "multihead_attn.")
+        name = name.replace("in_proj.weight", "in_proj_weight").replace("in_proj.bias", "in_proj_bias")
+        renamed[name] = value
+    return renamed

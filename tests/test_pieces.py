@@ -1,0 +1,105 @@
+"""Smaller pieces: device choice, seeding, data generation and batching, the training loop, plots, self-checks."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+import torch
+
+import tfm
+from tfm.check import CheckFailed, check_close, check_rows_sum_to_one, check_shape
+from tfm.data import Vocab, date_pairs, make_batch, random_batches, reverse_pairs, split_pairs
+
+
+def test_device_override_and_fallback(monkeypatch):
+    monkeypatch.setenv("TFM_DEVICE", "cpu")
+    assert tfm.get_device() == torch.device("cpu")
+    monkeypatch.delenv("TFM_DEVICE")
+    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    assert tfm.get_device().type == expected
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            tfm.get_device("cuda")
+
+
+def test_seed_everything_repeats_random_draws():
+    tfm.seed_everything(3)
+    a = torch.rand(3)
+    tfm.seed_everything(3)
+    assert torch.equal(a, torch.rand(3))
+
+
+def test_vocab_round_trip_and_specials():
+    vocab = Vocab("abc")
+    ids = vocab.encode(list("cab"), bos=True, eos=True)
+    assert ids[0] == vocab.bos_id and ids[-1] == vocab.eos_id
+    assert vocab.decode(ids + [vocab.pad_id]) == list("cab")
+    assert vocab.encode(["z"]) == [vocab.unk_id]
+
+
+def test_date_pairs_are_correct_iso_dates():
+    for src, tgt in date_pairs(200, seed=1):
+        iso = "".join(tgt)
+        year, month, day = iso.split("-")
+        assert year in "".join(src) and str(int(day)) in "".join(src)
+        assert tfm.data.MONTHS[int(month) - 1] in src
+
+
+def test_split_keeps_test_sources_out_of_training():
+    train, test = split_pairs(date_pairs(500, seed=0) + date_pairs(50, seed=0), 50)
+    assert not {tuple(s) for s, _ in train} & {tuple(s) for s, _ in test}
+
+
+def test_batches_are_shifted_and_padded():
+    pairs = reverse_pairs(10, min_len=2, max_len=6)
+    vocab = Vocab.from_sequences(s for s, _ in pairs)
+    batch = make_batch(pairs[:4], vocab, vocab)
+    assert batch.tgt_in.shape == batch.tgt_out.shape
+    assert (batch.tgt_in[:, 0] == vocab.bos_id).all()
+    assert torch.equal(batch.tgt_in[:, 1:], batch.tgt_out[:, :-1])  # the decoder input is the target shifted right
+    assert ((batch.tgt_out == vocab.eos_id).sum(1) == 1).all()
+    first = next(random_batches(pairs, 3, vocab, vocab, seed=0))
+    assert first.src.shape[0] == 3
+
+
+def test_train_reduces_the_loss_and_reports_history():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    history = tfm.train(model, lambda: (x, y), lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), optimizer, 50,
+                        progress=False)
+    assert len(history["loss"]) == 50 and history["loss"][-1] < history["loss"][0]
+    with pytest.raises(FloatingPointError, match="the loss became nan"):
+        tfm.train(model, lambda: (x, y), lambda m, b: torch.tensor(float("nan"), requires_grad=True), optimizer, 3,
+                  progress=False)
+
+
+def test_progress_bar_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("TFM_PROGRESS", "0")
+    assert not tfm.training.progress_enabled()
+    monkeypatch.setenv("TFM_PROGRESS", "1")
+    assert tfm.training.progress_enabled()
+
+
+def test_plots_label_their_axes():
+    ax = tfm.viz.plot_attention(torch.rand(2, 3).softmax(-1), ["a", "b"], ["x", "y", "z"], title="t")
+    assert ax.get_xlabel() and ax.get_ylabel() and [t.get_text() for t in ax.get_xticklabels()] == ["x", "y", "z"]
+    fig = tfm.viz.plot_heads(torch.rand(3, 2, 2).softmax(-1), ["a", "b"], ncols=2)
+    assert [ax.get_title() for ax in fig.axes[:3]] == ["head 0", "head 1", "head 2"]
+
+
+def test_self_checks_say_what_is_wrong(capsys):
+    check_close(torch.ones(2), torch.ones(2), name="x")
+    assert "✓ x matches" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match=r"has shape \(3,\) but should have shape \(2,\)"):
+        check_shape(torch.ones(3), (2,), name="x")
+    with pytest.raises(CheckFailed, match=r"largest difference is 0\.5 at index \(1,\): got 1\.5, expected 1"):
+        check_close(torch.tensor([1.0, 1.5]), torch.ones(2))
+    with pytest.raises(CheckFailed, match="contains NaN"):
+        check_close(torch.tensor([float("nan")]), torch.ones(1))
+    with pytest.raises(CheckFailed, match="sums to 2"):
+        check_rows_sum_to_one(torch.ones(2, 2))
