@@ -29,6 +29,7 @@ class TransformerConfig:
     dropout: float = 0.1
     activation: str = "relu"
     norm_first: bool = False
+    final_norm: bool | None = None  # a LayerNorm after each stack; None: only with pre-LN (nn.Transformer: always)
     layer_norm_eps: float = 1e-5
     max_len: int = 512
     positional: str = "sinusoidal"
@@ -112,7 +113,7 @@ class EncoderDecoder(nn.Module):
         self.tgt_embed = self.src_embed if c.share_embeddings else TokenEmbedding(c.tgt_vocab, c.d_model, c.pad_id)
         self.positions = POSITIONAL[c.positional](c.d_model, c.max_len, c.dropout)
         stack = dict(d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff, dropout=c.dropout, activation=c.activation,
-                     norm_first=c.norm_first, layer_norm_eps=c.layer_norm_eps, fast=c.fast)
+                     norm_first=c.norm_first, layer_norm_eps=c.layer_norm_eps, final_norm=c.final_norm, fast=c.fast)
         self.encoder = Encoder(c.n_encoder_layers, **stack)
         self.decoder = Decoder(c.n_decoder_layers, **stack)
         self.generator = nn.Linear(c.d_model, c.tgt_vocab)
