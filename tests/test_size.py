@@ -12,4 +12,4 @@ def code_lines(path: Path) -> int:
 def test_modules_are_small():
     sizes = {p.name: code_lines(p) for p in SRC.glob("*.py")}
     assert max(sizes.values()) <= 400, sizes
-    assert sum(sizes.values()) <= 2000, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"
+    assert sum(sizes.values()) <= 1500, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"
