@@ -72,5 +72,5 @@ freeze: $(STAMP)
 	@echo "compare requirements.lock.tmp with requirements.txt, keep the header, then remove the .tmp file"
 
 clean:
-	rm -rf _build student .pytest_cache src/*.egg-info
+	rm -rf _build build student .pytest_cache src/*.egg-info
 	find . -name __pycache__ -not -path './$(VENV)/*' -exec rm -rf {} +

@@ -36,8 +36,11 @@ RUNNER = textwrap.dedent("""
 def wheel_env(tmp_path_factory):
     """A virtual environment that sees .venv's packages (torch, jupyter, ...) but gets tfm from a wheel."""
     base = tmp_path_factory.mktemp("colab")
-    wheels = base / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+    wheels, source = base / "wheels", base / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "src"):  # build from a copy: no build/ in the checkout
+        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
                    check=True)
     env_dir = base / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
