@@ -69,3 +69,46 @@ def plot_heads(weights: Tensor, query_tokens: Sequence[str], key_tokens: Sequenc
     if title:
         fig.suptitle(title)
     return fig
+
+
+def plot_architecture(decoder: bool = True, ax: plt.Axes | None = None) -> plt.Axes:
+    """Block diagram of the encoder stack (and the decoder stack), marking where each mask applies (post-LN)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9 if decoder else 4.8, 6.2))
+    boxes = [  # (x, y, text, colour)
+        (0.0, 0.00, "source tokens + positions", "#eeeeee"),
+        (0.0, 0.18, "multi-head self-attention\nmask: source padding", "#fde2c8"),
+        (0.0, 0.34, "add & LayerNorm", "#e8eef8"),
+        (0.0, 0.48, "feed-forward network", "#d9f0d3"),
+        (0.0, 0.64, "add & LayerNorm", "#e8eef8"),
+    ]
+    if decoder:
+        boxes += [
+            (1.15, 0.00, "target tokens (shifted) + positions", "#eeeeee"),
+            (1.15, 0.18, "masked multi-head self-attention\nmask: causal AND target padding", "#fde2c8"),
+            (1.15, 0.34, "add & LayerNorm", "#e8eef8"),
+            (1.15, 0.48, "multi-head cross-attention\nmask: source padding (T x S)", "#fbd0d9"),
+            (1.15, 0.64, "add & LayerNorm", "#e8eef8"),
+            (1.15, 0.76, "feed-forward network + add & LayerNorm", "#d9f0d3"),
+            (1.15, 0.92, "linear (tied) -> logits over n_vocab", "#eeeeee"),
+        ]
+    for x, y, text, colour in boxes:
+        ax.add_patch(plt.Rectangle((x, y), 1.0, 0.1, facecolor=colour, edgecolor="black", lw=1))
+        ax.text(x + 0.5, y + 0.05, text, ha="center", va="center", fontsize=8)
+    for column in {x for x, *_ in boxes}:
+        ys = sorted(y for x, y, *_ in boxes if x == column)
+        for low, high in zip(ys[:-1], ys[1:], strict=True):
+            ax.annotate("", xy=(column + 0.5, high), xytext=(column + 0.5, low + 0.1), arrowprops={"arrowstyle": "->"})
+    ax.add_patch(plt.Rectangle((-0.05, 0.14), 1.1, 0.63, fill=False, ls="--", edgecolor="gray"))
+    ax.text(-0.08, 0.45, "encoder layer × N", rotation=90, ha="center", va="center", fontsize=9)
+    if decoder:
+        ax.add_patch(plt.Rectangle((1.10, 0.14), 1.1, 0.75, fill=False, ls="--", edgecolor="gray"))
+        ax.text(2.28, 0.51, "decoder layer × N", rotation=90, ha="center", va="center", fontsize=9)
+        ax.annotate("", xy=(1.15, 0.53), xytext=(0.5, 0.74), arrowprops={"arrowstyle": "->", "color": "tab:red"})
+        ax.text(0.5, 0.80, "encoder output = memory\n(keys and values of cross-attention)", color="tab:red",
+                ha="center", fontsize=8)
+    ax.set_xlim(-0.15, 2.35 if decoder else 1.1)
+    ax.set_ylim(-0.03, 1.05)
+    ax.axis("off")
+    ax.set_title("The Transformer (post-LN, as in the paper)" if decoder else "The encoder (post-LN)")
+    return ax
