@@ -30,6 +30,11 @@ def test_exercises_are_graded_hidden_and_self_checked(path):
     labels = [label for _, label, *_ in found]
     assert len(set(labels)) == len(labels), f"{path.name}: duplicate exercise labels {labels}"
     for _, label, cells, i in found:
+        opening = "".join(cells[i]["source"]).split("\n", 1)[0]
+        assert "`" not in opening.lstrip("`"), (
+            f"{path.name}: the title of {label} contains a backtick; CommonMark then does not read the fence as a "
+            "directive, so the exercise vanishes from the website (write the title without inline code)"
+        )
         rest = ["".join(c["source"]) for c in cells[i + 1 :]]
         start = next((k for k, s in enumerate(rest) if "{solution-start}" in s), None)
         assert start is not None, f"{path.name}: exercise {label} has no solution"
