@@ -73,9 +73,11 @@ def test_encoder_layer_matches_torch(norm_first, activation):
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
-def test_decoder_layer_matches_torch(norm_first):
-    ours = tfm.DecoderLayer(16, 4, 32, dropout=0.1, norm_first=norm_first).eval()
-    theirs = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.1, batch_first=True, norm_first=norm_first).eval()
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_decoder_layer_matches_torch(norm_first, activation):
+    ours = tfm.DecoderLayer(16, 4, 32, dropout=0.1, activation=activation, norm_first=norm_first).eval()
+    theirs = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.1, activation=activation, batch_first=True,
+                                        norm_first=norm_first).eval()
     theirs.load_state_dict(layer_state_for_torch(ours))
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     causal, src_keys = tfm.causal_mask(5), tfm.padding_mask([7, 5])

@@ -177,3 +177,13 @@ def test_padding_mask_and_causal_mask_contents():
     assert tfm.causal_mask(2, 4).tolist() == [[True, True, True, False], [True, True, True, True]]
     combined = tfm.combine_masks(tfm.padding_mask([3, 2]), tfm.causal_mask(3))
     assert combined.shape == (2, 1, 3, 3) and combined[1, 0, 2].tolist() == [True, True, False]
+
+
+def test_padding_in_a_batch_does_not_change_the_encoder_at_real_positions():
+    model = small_model()
+    long, short = torch.randint(4, 13, (1, 7)), torch.randint(4, 13, (1, 4))
+    batch = torch.cat([long, torch.cat([short, torch.zeros(1, 3, dtype=torch.long)], dim=1)])  # (2, 7), pad id 0
+    with torch.no_grad():
+        memory, _ = model.encode(batch)  # (2, 7, d_model)
+        alone, _ = model.encode(short)  # (1, 4, d_model)
+    assert max_diff(memory[1, :4], alone[0]) <= 1e-5
