@@ -48,7 +48,7 @@ def test_student_notebook_runs_up_to_its_first_exercise(path, tmp_path):
     student = nbformat.read(write_student_edition(path, tmp_path), as_version=4)
     first = next(i for i, c in enumerate(student.cells) if c.cell_type == "markdown" and "{exercise}" in c.source)
     student.cells = student.cells[:first]
-    NotebookClient(student, timeout=300, kernel_name="python3",
+    NotebookClient(student, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in student.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
