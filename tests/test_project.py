@@ -93,3 +93,13 @@ def test_figures_are_stored(path):
         if cell["cell_type"] == "code" and "plt.show()" in source(cell):
             kinds = [kind for out in cell.get("outputs", []) for kind in out.get("data", {})]
             assert "image/png" in kinds, f"{path.name}: code cell {i} shows a figure but stores no image/png"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_math_uses_no_website_only_macros(path):
+    # The MathJax macros of _config.yml exist on the website only; Colab and Jupyter would show them as errors.
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    macros = config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
+    text = "\n".join(source(c) for c in cells(path) if c["cell_type"] == "markdown")
+    used = sorted({m for m in macros if re.search(rf"\\{m}(?![a-zA-Z])", text)})
+    assert not used, f"{path.name} uses website-only macros {used}: write plain LaTeX (e.g. d_k, W_Q, \\top)"
