@@ -38,3 +38,10 @@ def test_median_seconds_is_a_positive_duration():
     calls = []
     seconds = median_seconds(lambda: calls.append(1), repeats=3, warmup=2)
     assert seconds >= 0 and len(calls) == 5
+
+
+def test_median_seconds_restores_the_thread_count():
+    before = torch.get_num_threads()
+    seen = []
+    median_seconds(lambda: seen.append(torch.get_num_threads()), repeats=2, warmup=0, threads=1)
+    assert seen == [1, 1] and torch.get_num_threads() == before

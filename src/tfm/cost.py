@@ -28,18 +28,28 @@ def kv_cache_bytes(n_layers: int, S: int, d_model: int, batch: int = 1, dtype: t
     return 2 * n_layers * batch * S * d_model * torch.empty(0, dtype=dtype).element_size()
 
 
-def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
-    """Median wall-clock time of ``fn()`` over ``repeats`` runs, after ``warmup`` runs (CUDA is synchronised)."""
+def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, threads: int | None = None) -> float:
+    """Median wall-clock time of ``fn()`` over ``repeats`` runs, after ``warmup`` runs (CUDA is synchronised).
+
+    ``threads`` sets PyTorch's CPU threads for the measurement (restored afterwards): one thread is far less disturbed
+    by other programs on the machine, whose scheduling otherwise makes multi-threaded operators wait for each other.
+    """
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            fn()
+            sync()
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(saved_threads)
     return statistics.median(times)
 
 
