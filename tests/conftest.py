@@ -31,13 +31,3 @@ def copy_mha(ours: tfm.MultiHeadAttention, theirs: nn.MultiheadAttention) -> Non
         theirs.in_proj_bias.copy_(ours.in_proj.bias)
         theirs.out_proj.weight.copy_(ours.out_proj.weight)
         theirs.out_proj.bias.copy_(ours.out_proj.bias)
-
-
-def layer_state_for_torch(layer: nn.Module) -> dict[str, torch.Tensor]:
-    """A tfm EncoderLayer/DecoderLayer state dict renamed to nn.TransformerEncoderLayer/DecoderLayer's names."""
-    renamed = {}
-    for name, value in layer.state_dict().items():
-        name = name.replace("ff.linear", "linear").replace("cross_attn.", "multihead_attn.")
-        name = name.replace("in_proj.weight", "in_proj_weight").replace("in_proj.bias", "in_proj_bias")
-        renamed[name] = value
-    return renamed

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TOL, copy_mha, layer_state_for_torch, max_diff
+from conftest import TOL, copy_mha, max_diff
 from torch import nn
 
 import tfm
+from tfm.interop import torch_layer_state
 
 SHAPES = {"self": (2, 3, 6, 6, 8), "cross": (2, 3, 5, 9, 8)}  # B, h, T, S, d_k
 
@@ -65,7 +66,7 @@ def test_encoder_layer_matches_torch(norm_first, activation):
     ours = tfm.EncoderLayer(16, 4, 32, dropout=0.1, activation=activation, norm_first=norm_first).eval()
     theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.1, activation=activation, batch_first=True,
                                         norm_first=norm_first).eval()
-    theirs.load_state_dict(layer_state_for_torch(ours))
+    theirs.load_state_dict(torch_layer_state(ours))
     x, keys = torch.randn(2, 6, 16), tfm.padding_mask([6, 4])
     out, _ = ours(x, tfm.combine_masks(keys))
     ref = theirs(x, src_key_padding_mask=tfm.to_torch_key_padding_mask(keys))
@@ -78,7 +79,7 @@ def test_decoder_layer_matches_torch(norm_first, activation):
     ours = tfm.DecoderLayer(16, 4, 32, dropout=0.1, activation=activation, norm_first=norm_first).eval()
     theirs = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.1, activation=activation, batch_first=True,
                                         norm_first=norm_first).eval()
-    theirs.load_state_dict(layer_state_for_torch(ours))
+    theirs.load_state_dict(torch_layer_state(ours))
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     causal, src_keys = tfm.causal_mask(5), tfm.padding_mask([7, 5])
     out, _ = ours(x, memory, self_mask=causal, memory_mask=tfm.combine_masks(src_keys))
@@ -96,7 +97,7 @@ def test_encoder_decoder_stacks_match_nn_transformer(norm_first):
     state = {}
     for prefix, stack in (("encoder", encoder), ("decoder", decoder)):
         for i, layer in enumerate(stack.layers):
-            for name, value in layer_state_for_torch(layer).items():
+            for name, value in torch_layer_state(layer).items():
                 state[f"{prefix}.layers.{i}.{name}"] = value
         state[f"{prefix}.norm.weight"], state[f"{prefix}.norm.bias"] = stack.norm.weight, stack.norm.bias
     theirs.load_state_dict(state)

