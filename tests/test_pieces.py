@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import io
+import os
+import sys
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -85,6 +89,23 @@ def test_progress_bar_follows_the_environment(monkeypatch):
     assert tfm.training.progress_enabled()
 
 
+def test_no_progress_bar_under_a_test_runner_or_ci(monkeypatch):
+    """No bar when nobody watches, whoever runs the notebooks: pytest/nbval (PYTEST_VERSION), CI, a pipe."""
+    monkeypatch.delenv("TFM_PROGRESS", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    assert "PYTEST_VERSION" in os.environ  # pytest sets it, and nbval's kernels inherit it
+    assert not tfm.training.progress_enabled()
+    monkeypatch.delenv("PYTEST_VERSION")
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.setenv("CI", "true")
+    assert not tfm.training.progress_enabled()
+    monkeypatch.delenv("CI")
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal, not a notebook kernel
+    assert not tfm.training.progress_enabled()
+    monkeypatch.setattr(tfm.training, "_in_notebook_kernel", lambda: True)  # Jupyter or Colab: a person watches
+    assert tfm.training.progress_enabled()
+
+
 def test_plots_label_their_axes():
     ax = tfm.viz.plot_attention(torch.rand(2, 3).softmax(-1), ["a", "b"], ["x", "y", "z"], title="t")
     assert ax.get_xlabel() and ax.get_ylabel() and [t.get_text() for t in ax.get_xticklabels()] == ["x", "y", "z"]
@@ -103,3 +124,20 @@ def test_self_checks_say_what_is_wrong(capsys):
         check_close(torch.tensor([float("nan")]), torch.ones(1))
     with pytest.raises(CheckFailed, match="sums to 2"):
         check_rows_sum_to_one(torch.ones(2, 2))
+
+
+def test_seed_offset_shifts_every_seed(monkeypatch):
+    """The robustness sweep re-runs a chapter with TFM_SEED_OFFSET=k: seed s then acts as seed s + k."""
+    monkeypatch.delenv("TFM_SEED_OFFSET", raising=False)
+    drawn = torch.randint(0, 1000, (5,), generator=tfm.generator(3))
+    tfm.seed_everything(3)
+    expected_global = torch.rand(3)
+    monkeypatch.setenv("TFM_SEED_OFFSET", "2")
+    assert torch.equal(torch.randint(0, 1000, (5,), generator=tfm.generator(1)), drawn)
+    tfm.seed_everything(1)
+    assert torch.equal(torch.rand(3), expected_global)
+    monkeypatch.setenv("TFM_SEED_OFFSET", "-1")
+    with pytest.raises(ValueError, match="TFM_SEED_OFFSET must be a non-negative integer"):
+        tfm.generator(0)
+    with pytest.raises(ValueError, match="seed must be a non-negative int"):
+        tfm.seed_everything(-3)

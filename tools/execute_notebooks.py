@@ -1,32 +1,24 @@
 """Re-execute notebooks in place so that their stored outputs are fresh, and report each one's time.
 
-Usage: python tools/execute_notebooks.py chapters/01_*.ipynb [...]
+Usage: python tools/execute_notebooks.py chapters/01_*.ipynb [...]   (`make execute`)
 
-Run through `make execute`, which sets the environment the stored outputs are produced in (CPU, offline, no
-progress bars). Timing metadata is not stored, so re-running an unchanged notebook leaves its file unchanged.
+The kernels run in the book's environment (CPU, offline, no progress bars: `notebooks.ENVIRONMENT`), however this
+script is started. Timing metadata is not stored, so re-running an unchanged notebook leaves its file unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
-
-KERNEL = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+from notebooks import execute
 
 
-def execute(path: Path, timeout: int) -> float:
+def execute_in_place(path: Path, timeout: int) -> float:
     nb = nbformat.read(path, as_version=4)
-    nb.metadata["kernelspec"] = KERNEL
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                            resources={"metadata": {"path": str(path.parent)}})
-    started = time.perf_counter()
-    client.execute()
-    seconds = time.perf_counter() - started
+    seconds = execute(nb, path.parent, timeout)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     nb.metadata.get("language_info", {}).pop("version", None)
@@ -40,7 +32,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     args = parser.parse_args()
     for path in args.notebooks:
-        seconds = execute(path, args.timeout)
+        seconds = execute_in_place(path, args.timeout)
         print(f"{seconds:7.1f} s  {path}", flush=True)
     return 0
 

@@ -13,7 +13,7 @@ Layered so that each chapter can read its module without the ones above it:
 from . import check, data, viz
 from .attention import attention, fast_attention
 from .decoding import beam_search, generate, greedy_decode
-from .device import get_device, seed_everything
+from .device import generator, get_device, seed_everything
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .masks import (
@@ -36,7 +36,8 @@ __all__ = [
     "CausalLM", "Decoder", "DecoderLayer", "Encoder", "EncoderClassifier", "EncoderDecoder", "EncoderLayer",
     "FeedForward", "LabelSmoothingLoss", "LearnedPositionalEmbedding", "MultiHeadAttention", "RotaryEmbedding",
     "SinusoidalPositionalEncoding", "TokenEmbedding", "TransformerConfig", "attention", "beam_search", "causal_mask",
-    "combine_masks", "count_parameters", "fast_attention", "generate", "get_device", "greedy_decode", "noam_rate",
+    "combine_masks", "count_parameters", "fast_attention", "generate", "generator", "get_device", "greedy_decode",
+    "noam_rate",
     "noam_scheduler", "padding_mask", "padding_mask_from_ids", "seed_everything", "sinusoidal_table",
     "to_torch_attn_mask", "to_torch_key_padding_mask", "train", "VisionTransformer", "patchify", "check", "data", "viz",
 ]

@@ -9,8 +9,12 @@ stored output. The functions here call bertviz with ``html_action="return"`` and
   tags from jsDelivr's npm mirror (d3 5.7.0 as bertviz uses; jQuery 2.2.4, as bertviz's 2.0.0 is not on npm), then
   calls every waiting view. While it loads them it hides an AMD ``define`` (Jupyter classic has require.js), so both
   libraries register as globals;
-- the random id becomes ``bertviz-`` + a hash of the view's content, so the same inputs give the same HTML;
-- attention weights are rounded to 4 decimals, so the stored output does not depend on the last float bits.
+- the random id becomes ``bertviz-`` + a hash of the view's kind, its tokens and its options (never of the weights,
+  whose last digits differ between CPUs), so the same inputs give the same HTML on every machine. A view repeated
+  with identical inputs in one session gets a numbered suffix, so ids stay unique on a page;
+- attention weights are rounded to 4 decimals, which keeps the stored HTML short. Rounded digits can still differ
+  between machines, so the book's nbval sanitizer (section ``[bertviz-data]``) compares views without their numbers;
+  the cells that produce the weights assert them against a reference instead.
 
 This module imports bertviz, an optional dependency (``pip install "tfm[bert]"``): import it as ``tfm.attnviz``.
 """
@@ -68,16 +72,34 @@ _REQUIREJS_CALL = re.compile(r"requirejs\(\s*\['jquery',\s*'d3'\],\s*")
 _RANDOM_ID = re.compile(r"bertviz-[0-9a-f]{32}")
 
 
-def _rewrite(html: str) -> HTML:
-    """Turn stock bertviz HTML into self-loading HTML with a deterministic id."""
+_ids_given: dict[str, int] = {}
+
+
+def _view_id(kind: str, **inputs) -> str:
+    """A stable element id from the view's kind, tokens and options: ``bertviz-`` + 16 hex digits."""
+    described = json.dumps({"kind": kind, **inputs}, sort_keys=True, default=_describe)
+    digest = hashlib.sha1(described.encode()).hexdigest()[:16]
+    _ids_given[digest] = _ids_given.get(digest, 0) + 1
+    repeat = _ids_given[digest]
+    return f"bertviz-{digest}" + (f"-{repeat}" if repeat > 1 else "")
+
+
+def _describe(value) -> object:
+    """JSON stand-in for what is not JSON: a tensor (or list of them) by its shape only, never its values."""
+    if isinstance(value, Tensor):
+        return {"shape": list(value.shape)}
+    return type(value).__name__
+
+
+def _rewrite(html: str, view_id: str) -> HTML:
+    """Turn stock bertviz HTML into self-loading HTML with the id ``view_id``."""
     html = _REQUIRE_TAG.sub("", html)
     html = _REQUIRE_CONFIG.sub("", html)
     html = _REQUIREJS_CALL.sub("tfmAttnviz(", html)
     ids = set(_RANDOM_ID.findall(html))
     if len(ids) != 1 or "requirejs(" in html or "require.config" in html:
         raise RuntimeError("unexpected bertviz HTML (a bertviz version other than 1.4.1?)")
-    digest = hashlib.sha1(_RANDOM_ID.sub("bertviz-ID", html).encode()).hexdigest()[:16]
-    html = html.replace(ids.pop(), f"bertviz-{digest}")
+    html = html.replace(ids.pop(), view_id)
     return HTML(_LOADER + html)
 
 
@@ -94,8 +116,9 @@ def head_view(attention=None, tokens=None, **kwargs) -> HTML:
 
     for key in ("encoder_attention", "decoder_attention", "cross_attention"):
         kwargs[key] = _rounded(kwargs.get(key))
+    view_id = _view_id("head", attention=attention, tokens=tokens, **kwargs)
     result = _head_view(attention=_rounded(attention), tokens=tokens, html_action="return", **kwargs)
-    return _rewrite(result.data)
+    return _rewrite(result.data, view_id)
 
 
 def model_view(attention=None, tokens=None, **kwargs) -> HTML:
@@ -104,8 +127,9 @@ def model_view(attention=None, tokens=None, **kwargs) -> HTML:
 
     for key in ("encoder_attention", "decoder_attention", "cross_attention"):
         kwargs[key] = _rounded(kwargs.get(key))
+    view_id = _view_id("model", attention=attention, tokens=tokens, **kwargs)
     result = _model_view(attention=_rounded(attention), tokens=tokens, html_action="return", **kwargs)
-    return _rewrite(result.data)
+    return _rewrite(result.data, view_id)
 
 
 def neuron_view(model, tokenizer, sentence_a: str, sentence_b: str | None = None, layer: int | None = None,
@@ -138,7 +162,9 @@ def neuron_view(model, tokenizer, sentence_a: str, sentence_b: str | None = None
     params_json = json.dumps(rounded(params))
     html = html[:match.start()] + "/* parameters inline below */\n</script>" + html[match.end():]
     html = html.replace("const params = window.bertviz_params", "const params = " + params_json, 1)
-    return _rewrite(html)
+    view_id = _view_id("neuron", sentence_a=sentence_a, sentence_b=sentence_b, layer=layer, head=head,
+                       display_mode=display_mode, n_layers=model.config.num_hidden_layers)
+    return _rewrite(html, view_id)
 
 
 def load_neuron_bert(path: str):

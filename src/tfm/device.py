@@ -42,10 +42,29 @@ def get_device(preferred: str | None = None) -> torch.device:
     return torch.device(choice)
 
 
+SEED_OFFSET_ENV_VAR = "TFM_SEED_OFFSET"
+"""Shifts every seed given to :func:`seed_everything` and :func:`generator`. Unset (the default) it is 0; the book's
+robustness sweep (``make robustness``) sets it to re-run each chapter's training with other seeds."""
+
+
+def _check_seed(seed: int) -> int:
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    offset = os.environ.get(SEED_OFFSET_ENV_VAR, "0")
+    if not offset.isdigit():
+        raise ValueError(f"{SEED_OFFSET_ENV_VAR} must be a non-negative integer, got {offset!r}")
+    return seed + int(offset)
+
+
 def seed_everything(seed: int = 0) -> None:
     """Seed Python's, NumPy's and PyTorch's generators (all devices) so that a run can be repeated."""
-    if not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    seed = _check_seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A new ``torch.Generator`` on ``device`` seeded with ``seed``: a private stream of random numbers, e.g. the
+    order in which a training loop draws its batches, unaffected by any other random draw."""
+    return torch.Generator(device=device).manual_seed(_check_seed(seed))

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 PROGRESS_ENV_VAR = "TFM_PROGRESS"
-"""Set ``TFM_PROGRESS=0`` to hide progress bars (the Makefile does, so stored notebook outputs stay stable)."""
+"""``TFM_PROGRESS=0`` hides progress bars, ``TFM_PROGRESS=1`` shows them; unset, :func:`progress_enabled` decides."""
 
 
 class LabelSmoothingLoss(nn.Module):
@@ -61,11 +61,32 @@ def noam_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int,
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: factor * noam_rate(i + 1, d_model, warmup))
 
 
+# Set by test runners and CI services; a progress bar there only ends up in logs and stored notebook outputs.
+_UNWATCHED_ENV_VARS = ("CI", "PYTEST_VERSION", "PYTEST_CURRENT_TEST")
+
+
 def progress_enabled() -> bool:
-    """Show a progress bar unless ``TFM_PROGRESS=0`` or the code runs under CI."""
-    if os.environ.get(PROGRESS_ENV_VAR) is not None:
-        return os.environ[PROGRESS_ENV_VAR] not in ("0", "false", "no")
-    return "CI" not in os.environ
+    """Whether :func:`train` shows a progress bar by default: only when a person is likely to be watching.
+
+    ``TFM_PROGRESS=0`` or ``=1`` decides outright. Otherwise no bar under a test runner or CI (pytest and nbval, which
+    runs its kernels under pytest, set ``PYTEST_VERSION``; CI services set ``CI``), a bar in a Jupyter or Colab
+    kernel, and elsewhere a bar only when stderr is a terminal.
+    """
+    setting = os.environ.get(PROGRESS_ENV_VAR)
+    if setting is not None:
+        return setting.strip().lower() not in ("0", "false", "no", "off", "")
+    if any(name in os.environ for name in _UNWATCHED_ENV_VARS):
+        return False
+    if _in_notebook_kernel():
+        return True
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def _in_notebook_kernel() -> bool:
+    shell = sys.modules.get("IPython")
+    ip = shell.get_ipython() if shell is not None and hasattr(shell, "get_ipython") else None
+    # Jupyter's kernel shell, and Colab's, which subclasses it; not the terminal IPython shell
+    return ip is not None and any(cls.__name__ == "ZMQInteractiveShell" for cls in type(ip).__mro__)
 
 
 def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable[[nn.Module, tuple], Tensor],
