@@ -1,7 +1,10 @@
 """The robustness sweep: re-run every trained claim of the book over seeds and numeric paths, and tabulate it.
 
 Usage: python tools/robustness.py [--seeds 5] [--paths default mkl-compatible ...] [--chapters 05 06]
-(`make robustness` runs it with the defaults and writes appendices/robustness.json and appendices/robustness.md.)
+(`make robustness` runs it with the defaults and writes appendices/robustness.json and appendices/robustness.md, which
+the appendix "How this book is checked" includes.) A sweep of some chapters only (--chapters) writes to a temporary
+file instead; `--merge FILE.json ...` combines such partial sweeps, run with the same seeds and paths, into the book's
+table.
 
 A claim is declared where it is made: a code cell of a chapter carries, in its metadata, a list under "claims",
 
@@ -49,7 +52,7 @@ def probed(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     found = claims_of(nb)
     last = max(i for i, _ in found)
     cells = []
-    for i, cell in enumerate(nb.cells[: last + 1]):
+    for cell in nb.cells[: last + 1]:
         cells.append(cell)
         declared = cell.metadata.get("claims", [])
         if declared:
@@ -142,6 +145,7 @@ def main() -> int:
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS))
     parser.add_argument("--chapters", nargs="*", default=[], help="chapter numbers (default: all)")
     parser.add_argument("--out", type=Path, default=ROOT / "appendices" / "robustness")
+    parser.add_argument("--merge", nargs="+", type=Path, help="combine the runs of partial sweeps (their .json files)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     paths = [p for p in notebooks() if not args.chapters or p.stem[:2] in {c.zfill(2) for c in args.chapters}]
@@ -150,6 +154,9 @@ def main() -> int:
     if args.worker:
         worker(paths, args.seeds, args.worker)
         return 0
+    if args.merge:
+        first_stamp = json.loads(args.merge[0].read_text())["stamp"]
+        return write_table(merged_runs(args.merge, args), paths, args, first_stamp.split(":")[0])
     runs = []
     started = datetime.datetime.now(datetime.timezone.utc)
     for name in args.paths:
@@ -166,9 +173,23 @@ def main() -> int:
                           flush=True)
         if process.returncode:
             raise SystemExit(f"the {name} worker failed with exit code {process.returncode}")
+    return write_table(runs, paths, args, f"Run on {started:%Y-%m-%d} on {machine()}")
+
+
+def merged_runs(files: list[Path], args: argparse.Namespace) -> list[dict]:
+    runs = []
+    for f in files:
+        data = json.loads(f.read_text())
+        if data["seeds"] != args.seeds or data["paths"] != args.paths:
+            raise SystemExit(f"{f} was run with {data['seeds']} seeds and paths {data['paths']}, not "
+                             f"{args.seeds} and {args.paths}")
+        runs += data["runs"]
+    return runs
+
+
+def write_table(runs: list[dict], paths: list[Path], args: argparse.Namespace, when: str) -> int:
     rows, table = tabulate(runs, paths, args.seeds, args.paths)
-    stamp = (f"Run on {started:%Y-%m-%d} on {machine()}: {args.seeds} seeds × {len(args.paths)} numeric paths "
-             f"({', '.join(args.paths)}).")
+    stamp = f"{when}: {args.seeds} seeds × {len(args.paths)} numeric paths ({', '.join(args.paths)})."
     args.out.with_suffix(".json").write_text(json.dumps({"stamp": stamp, "seeds": args.seeds, "paths": args.paths,
                                                          "claims": rows, "runs": runs}, indent=1) + "\n")
     args.out.with_suffix(".md").write_text(f"{stamp}\n\n{table}\n")

@@ -1,0 +1,104 @@
+"""The rules that keep stored outputs true on every machine (CONTRIBUTING.md, "Stored outputs"): no printed float noise,
+few and justified ignored cells, no wall-clock assertions, and every trained claim inside the robustness table."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+TABLE = ROOT / "appendices" / "robustness.json"
+
+
+def code_cells(path: Path) -> list[dict]:
+    return [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+
+
+def source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def printed(cell: dict) -> str:
+    return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o["output_type"] == "stream")
+
+
+def ignored(cell: dict) -> bool:
+    return "nbval-ignore-output" in cell["metadata"].get("tags", [])
+
+
+def test_ignored_cells_are_at_most_a_tenth_of_the_book():
+    cells = [c for path in NOTEBOOKS for c in code_cells(path)]
+    share = sum(map(ignored, cells)) / len(cells)
+    assert share <= 0.10, f"{share:.0%} of the book's code cells are excluded from nbval's comparison (limit 10%)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_an_ignored_cell_says_why_and_asserts(path):
+    for i, cell in enumerate(code_cells(path)):
+        if ignored(cell):
+            first = source(cell).splitlines()[0]
+            assert first.startswith("# Output not compared:"), (
+                f"{path.name}, code cell {i}: an ignored cell starts with '# Output not compared: <why>. "
+                f"Asserted: <what>.', not {first!r}")
+            asserts = re.search(r"^\s*assert |tfm\.check\.", source(cell), re.M)
+            assert asserts, f"{path.name}, code cell {i} asserts nothing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_notebook_asserts_a_wall_clock_time(path):
+    # Budgets are checked by bench/time_chapters.py: a slow machine is not a wrong one.
+    for i, cell in enumerate(code_cells(path)):
+        assert not re.search(r"assert .*(_seconds|seconds_|elapsed) *(<|<=)", source(cell)), (
+            f"{path.name}, code cell {i} asserts a wall-clock time")
+
+
+# Printed float noise: a difference in scientific notation ("3.0e-08", "0.0e+00") or a long float ("0.0174555182").
+NOISE = re.compile(r"\d\.\d+e-(0[5-9]|[1-9]\d)|\d\.\d{8,}|0\.0+e[-+]00")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_outputs_print_bounds_not_float_noise(path):
+    for i, cell in enumerate(code_cells(path)):
+        if not ignored(cell):
+            match = NOISE.search(printed(cell))
+            assert not match, (f"{path.name}, code cell {i} prints {match.group()!r}: print the bound you assert "
+                               "(e.g. 'max |a - b| < 1e-6: ok'), not the difference itself")
+
+
+def claims() -> list[tuple[str, dict]]:
+    return [(path.stem, claim) for path in NOTEBOOKS for cell in code_cells(path)
+            for claim in cell["metadata"].get("claims", [])]
+
+
+def test_every_trained_claim_holds_in_the_committed_robustness_table():
+    table = json.loads(TABLE.read_text(encoding="utf-8"))
+    assert table["seeds"] >= 5 and len(table["paths"]) >= 3, "the sweep needs >= 5 seeds x >= 3 numeric paths"
+    assert re.match(r"Run on \d{4}-\d\d-\d\d on .+", table["stamp"]), "the table must state the date and machine"
+    rows = {(row["chapter"], row["claim"]): row for row in table["claims"]}
+    for chapter, claim in claims():
+        row = rows.get((chapter, claim["name"]))
+        assert row is not None, f"{chapter}: claim {claim['name']!r} is not in the robustness table: run the sweep"
+        bound = claim.get("at_least", claim.get("at_most"))
+        assert row["runs"] == table["seeds"] * len(table["paths"]), f"{chapter}: {claim['name']!r} missed runs"
+        assert row["holds"], f"{chapter}: {claim['name']!r} fails in some run of the sweep: {row['values']}"
+        if "at_least" in claim:
+            assert row["min"] >= bound, f"{chapter}: {claim['name']!r} bound {bound} above the worst run {row['min']}"
+        else:
+            assert row["max"] <= bound, f"{chapter}: {claim['name']!r} bound {bound} below the worst run {row['max']}"
+
+
+def test_the_table_lists_no_claim_that_the_book_no_longer_makes():
+    table = json.loads(TABLE.read_text(encoding="utf-8"))
+    declared = {(chapter, claim["name"]) for chapter, claim in claims()}
+    listed = [(row["chapter"], row["claim"]) for row in table["claims"]]
+    stale = [key for key in listed if key not in declared]
+    assert not stale, f"claims in the robustness table that no notebook declares any more: {stale}"
+
+
+def test_the_appendix_shows_the_table():
+    page = (ROOT / "appendices" / "checks.md").read_text(encoding="utf-8")
+    assert "robustness.md" in page and (ROOT / "appendices" / "robustness.md").exists()
