@@ -59,7 +59,7 @@ def execute(nb: nbformat.NotebookNode, folder: Path, timeout: int = 600, allow_e
     """Run ``nb`` in place with ``folder`` as its working directory; return the seconds it took."""
     use_book_environment()
     nb.metadata["kernelspec"] = KERNEL
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False, coalesce_streams=True,
                             allow_errors=allow_errors, resources={"metadata": {"path": str(folder)}})
     started = time.perf_counter()
     client.execute()
