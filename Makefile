@@ -22,7 +22,7 @@ export TFM_DEVICE := cpu
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install book test lint unit notebooks notebooks-perturbed build-check execute student serve freeze clean \
+.PHONY: help install book test lint unit notebooks notebooks-perturbed notebooks-both build-check execute student serve freeze clean \
 	bench robustness
 
 help:
@@ -48,7 +48,12 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
-test: lint unit notebooks notebooks-perturbed build-check
+test: lint unit notebooks-both build-check
+
+# The two nbval passes run side by side: a chapter spends much of its time in single-threaded Python (kernel start,
+# small tensors), so on two cores both passes together take little longer than one.
+notebooks-both: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=target notebooks notebooks-perturbed
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools bench chapters

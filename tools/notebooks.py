@@ -32,6 +32,7 @@ BUDGETS = {
     "10_vision_transformer": 60,
     "11_cost_of_attention": 60,
 }
+BOOK_BUDGET = 240  # seconds for the whole book, executed once
 
 # The environment the stored outputs are produced in: CPU, offline, no progress bars. Set here, not only in the
 # Makefile, so that the tools give the same outputs however they are started.
