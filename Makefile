@@ -50,10 +50,11 @@ book: $(STAMP)
 
 test: lint unit notebooks-both build-check
 
-# The two nbval passes run side by side: a chapter spends much of its time in single-threaded Python (kernel start,
-# small tensors), so on two cores both passes together take little longer than one.
+# The two nbval passes run side by side, each on one thread (OMP_NUM_THREADS=1, itself a numeric path the notebooks
+# must pass): the book's small tensors gain little from a second thread, and two passes that each spread over both
+# cores slow each other down many times over.
 notebooks-both: $(STAMP)
-	$(MAKE) --no-print-directory -j2 --output-sync=target notebooks notebooks-perturbed
+	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 --output-sync=target notebooks notebooks-perturbed
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools bench chapters
