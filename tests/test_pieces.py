@@ -82,6 +82,44 @@ def test_train_reduces_the_loss_and_reports_history():
                   progress=False)
 
 
+def test_train_records_held_out_loss_without_changing_the_training():
+    """Evaluation runs in eval mode without gradients, at step 0, every eval_every steps and after the last step,
+    and leaves the training itself bit for bit as it was."""
+    data = torch.Generator().manual_seed(1)
+    w = torch.randn(4, 1, generator=data)  # (4, 1): the relation both sets share
+    x, held_x = torch.randn(64, 4, generator=data), torch.randn(32, 4, generator=data)  # (64, 4), (32, 4)
+    y, held_y = x @ w, held_x @ w  # (64, 1), (32, 1)
+
+    def run(evaluate):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        history = tfm.train(model, lambda: (x, y), lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), optimizer, 25,
+                            progress=False, evaluate=evaluate, eval_every=10)
+        return model, history
+
+    modes = []
+
+    def held_out(model):
+        modes.append((model.training, torch.is_grad_enabled()))
+        return ((model(held_x) - held_y) ** 2).mean()
+
+    plain, _ = run(None)
+    evaluated, history = run(held_out)
+    assert history["eval_step"] == [0, 10, 20, 25]
+    assert len(history["eval_loss"]) == 4 and history["eval_loss"][-1] < history["eval_loss"][0]
+    assert modes == [(False, False)] * 4
+    assert all(torch.equal(a, b) for a, b in zip(plain.parameters(), evaluated.parameters(), strict=True))
+    with pytest.raises(ValueError, match="eval_every must be >= 1, got 0"):
+        tfm.train(plain, lambda: (x, y), lambda m, b: m(b[0]).mean(), torch.optim.SGD(plain.parameters(), lr=0.1), 2,
+                  evaluate=held_out, eval_every=0, progress=False)
+    ax = tfm.viz.plot_curves(history, smooth=5)
+    assert [line.get_label() for line in ax.get_lines()] == ["training (mean of 5 steps)", "held-out"]
+    assert ax.get_lines()[1].get_xdata().tolist() == [0, 10, 20, 25]
+    with pytest.raises(ValueError, match="non-empty 'loss'"):
+        tfm.viz.plot_curves({"loss": []})
+
+
 def test_progress_bar_follows_the_environment(monkeypatch):
     monkeypatch.setenv("TFM_PROGRESS", "0")
     assert not tfm.training.progress_enabled()

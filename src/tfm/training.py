@@ -91,16 +91,28 @@ def _in_notebook_kernel() -> bool:
 
 def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable[[nn.Module, tuple], Tensor],
           optimizer: torch.optim.Optimizer, steps: int, scheduler=None, clip_norm: float | None = 1.0,
-          time_limit: float | None = None, progress: bool | None = None) -> dict[str, list[float]]:
+          time_limit: float | None = None, progress: bool | None = None,
+          evaluate: Callable[[nn.Module], float] | None = None, eval_every: int = 50) -> dict[str, list[float]]:
     """Run ``steps`` optimisation steps; return ``{"loss": [...], "lr": [...], "seconds": [...]}`` per step.
 
-    ``next_batch()`` returns a batch, ``loss_step(model, batch)`` returns the scalar loss. ``time_limit`` (seconds)
-    stops early. A text progress bar (stderr) is shown when :func:`progress_enabled`.
+    ``next_batch()`` returns a batch, ``loss_step(model, batch)`` returns the scalar loss. The gradient's global norm
+    is clipped to ``clip_norm`` before each step (``None`` turns clipping off): a rare large gradient then moves the
+    weights no further than an ordinary one. ``time_limit`` (seconds) stops early. A text progress bar (stderr) is
+    shown when :func:`progress_enabled`.
+
+    ``evaluate(model)``, if given, returns a held-out loss; it is called in eval mode without gradients before the
+    first step, every ``eval_every`` steps and after the last, and recorded in ``history["eval_step"]`` (the number
+    of steps taken) and ``history["eval_loss"]``. It must not draw from the training's random generators.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be >= 1, got {eval_every}")
     show = progress_enabled() if progress is None else progress
     history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
+    if evaluate is not None:
+        history.update(eval_step=[], eval_loss=[])
+        _record_evaluation(model, evaluate, history, 0)
     model.train()
     started = time.perf_counter()
     for step in _progress(range(steps), show):
@@ -117,10 +129,22 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
             scheduler.step()
         history["loss"].append(loss.item())
         history["seconds"].append(time.perf_counter() - started)
-        if time_limit is not None and history["seconds"][-1] > time_limit:
+        stop = time_limit is not None and history["seconds"][-1] > time_limit
+        if evaluate is not None and ((step + 1) % eval_every == 0 or step + 1 == steps or stop):
+            _record_evaluation(model, evaluate, history, step + 1)
+            model.train()
+        if stop:
             break
     model.eval()
     return history
+
+
+def _record_evaluation(model: nn.Module, evaluate: Callable[[nn.Module], float], history: dict, step: int) -> None:
+    model.eval()
+    with torch.no_grad():
+        value = float(evaluate(model))
+    history["eval_step"].append(step)
+    history["eval_loss"].append(value)
 
 
 def _progress(iterable: range, show: bool) -> Iterator[int]:

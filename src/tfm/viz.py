@@ -1,4 +1,4 @@
-"""Plots: an attention heatmap labelled with tokens, and a grid of heads."""
+"""Plots: an attention heatmap labelled with tokens, a grid of heads, training curves."""
 
 from __future__ import annotations
 
@@ -69,6 +69,34 @@ def plot_heads(weights: Tensor, query_tokens: Sequence[str], key_tokens: Sequenc
     if title:
         fig.suptitle(title)
     return fig
+
+
+def plot_curves(history: dict[str, list[float]], ax: plt.Axes | None = None, title: str | None = None,
+                smooth: int = 20, log: bool = True) -> plt.Axes:
+    """Training loss (a running mean over ``smooth`` steps) and held-out loss against the step, from
+    :func:`tfm.train`'s history (held-out points appear when it was given ``evaluate``)."""
+    if not history.get("loss"):
+        raise ValueError("plot_curves needs a history with a non-empty 'loss' list, as tfm.train returns")
+    if smooth < 1:
+        raise ValueError(f"smooth must be >= 1, got {smooth}")
+    loss = torch.tensor(history["loss"], dtype=torch.float64)  # (steps,)
+    window = min(smooth, len(loss))
+    running = loss.cumsum(0)  # (steps,)
+    running[window:] = running[window:] - running[:-window].clone()
+    running = running / torch.arange(1, len(loss) + 1).clamp(max=window)  # (steps,): mean of the last `window`
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.2), layout="constrained")
+    ax.plot(range(1, len(loss) + 1), running.numpy(), label=f"training (mean of {window} steps)")
+    if history.get("eval_loss"):
+        ax.plot(history["eval_step"], history["eval_loss"], "o-", markersize=3, label="held-out")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return ax
 
 
 def plot_architecture(decoder: bool = True, ax: plt.Axes | None = None) -> plt.Axes:
