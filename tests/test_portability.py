@@ -102,3 +102,28 @@ def test_the_table_lists_no_claim_that_the_book_no_longer_makes():
 def test_the_appendix_shows_the_table():
     page = (ROOT / "appendices" / "checks.md").read_text(encoding="utf-8")
     assert "robustness.md" in page and (ROOT / "appendices" / "robustness.md").exists()
+
+
+def test_merging_sweeps_replaces_the_chapters_of_the_later_one(tmp_path):
+    """`robustness.py --merge OLD NEW`: NEW's chapters replace their runs in OLD; the rest stays, with its date."""
+    import argparse
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from robustness import merged_runs
+
+    def sweep(name: str, when: str, runs: list[tuple[str, float]]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"stamp": f"Run on {when}: 1 seeds", "seeds": 1, "paths": ["default"],
+                                    "runs": [{"chapter": c, "path": "default", "seed": 0, "values": {"x": v}}
+                                             for c, v in runs]}))
+        return path
+
+    old = sweep("old.json", "day 1", [("05_a", 1.0), ("06_b", 2.0)])
+    new = sweep("new.json", "day 2", [("06_b", 3.0)])
+    runs, stamps = merged_runs([old, new], argparse.Namespace(seeds=1, paths=["default"]))
+    assert sorted((r["chapter"], r["values"]["x"], r["when"]) for r in runs) == [
+        ("05_a", 1.0, "Run on day 1"), ("06_b", 3.0, "Run on day 2")]
+    assert stamps == "Run on day 1 (chapters 5); Run on day 2 (chapters 6)"
+    with pytest.raises(SystemExit, match="was run with 1 seeds"):
+        merged_runs([old], argparse.Namespace(seeds=5, paths=["default"]))

@@ -11,7 +11,8 @@ A claim is declared where it is made: a code cell of a chapter carries, in its m
     {"claims": [{"name": "held-out accuracy", "value": "accuracy", "at_least": 0.95, "format": ".1%"}]}
 
 where "value" is a Python expression evaluated in the notebook's namespace right after that cell, and "at_least"
-(or "at_most") is the bound that the cell asserts. For each numeric path and each seed offset k, the notebook is
+(or "at_most") is the bound that the cell asserts ("format": "yes" marks a yes/no claim, valued 1 or 0, with
+"at_least": 1). For each numeric path and each seed offset k, the notebook is
 executed from a copy, up to its last claim, with TFM_SEED_OFFSET=k (every `tfm.seed_everything` and `tfm.generator`
 seed shifts by k; the data sets stay the same), and the values are read back. Errors do not stop a run: a seed that
 breaks a notebook's assertion is recorded as such. The table gives each claim's range over all runs and whether the
@@ -113,15 +114,21 @@ def tabulate(runs: list[dict], paths: list[Path], seeds: int, path_names: list[s
             values = [r["values"].get(claim["name"]) for r in mine]
             seen = [v for v in values if v is not None]
             spec = claim.get("format", ".3g")
-            bound = (f"≥ {format(claim['at_least'], spec)}" if "at_least" in claim else
-                     f"≤ {format(claim['at_most'], spec)}")
+            if spec == "yes":  # a yes/no claim, recorded as 1 or 0
+                bound = "yes"
+            else:
+                bound = (f"≥ {format(claim['at_least'], spec)}" if "at_least" in claim else
+                         f"≤ {format(claim['at_most'], spec)}")
             row = {"chapter": nb_path.stem, "claim": claim["name"], "bound": bound, "runs": len(values),
                    "min": min(seen) if seen else None, "max": max(seen) if seen else None,
                    "holds": len(values) == seeds * len(path_names) and all(holds(claim, v) for v in values),
                    "values": values}
             rows.append(row)
-            lines.append(f"| {nb_path.stem[:2].lstrip('0')} | {claim['name']} | {bound} | "
-                         f"{fmt(row['min'], spec)} – {fmt(row['max'], spec)} | {row['runs']} | "
+            if spec == "yes":
+                spread = f"yes in {sum(v == 1 for v in values)} of {len(values)}"
+            else:
+                spread = f"{fmt(row['min'], spec)} – {fmt(row['max'], spec)}"
+            lines.append(f"| {nb_path.stem[:2].lstrip('0')} | {claim['name']} | {bound} | {spread} | {row['runs']} | "
                          f"{'yes' if row['holds'] else '**no**'} |")
     header = ("| chapter | claim | asserted | range over all runs | runs | holds in every run |\n"
               "| ---: | --- | --- | --- | ---: | --- |")
@@ -155,8 +162,8 @@ def main() -> int:
         worker(paths, args.seeds, args.worker)
         return 0
     if args.merge:
-        first_stamp = json.loads(args.merge[0].read_text())["stamp"]
-        return write_table(merged_runs(args.merge, args), paths, args, first_stamp.split(":")[0])
+        runs, stamps = merged_runs(args.merge, args)
+        return write_table(runs, paths, args, stamps)
     runs = []
     started = datetime.datetime.now(datetime.timezone.utc)
     for name in args.paths:
@@ -176,15 +183,23 @@ def main() -> int:
     return write_table(runs, paths, args, f"Run on {started:%Y-%m-%d} on {machine()}")
 
 
-def merged_runs(files: list[Path], args: argparse.Namespace) -> list[dict]:
-    runs = []
+def merged_runs(files: list[Path], args: argparse.Namespace) -> tuple[list[dict], str]:
+    """The runs of several sweeps, and their stamps. A later file replaces the runs of every chapter it holds, so
+    `--merge appendices/robustness.json /tmp/robustness-06.json` updates chapter 6 and keeps the rest."""
+    runs, stamps = [], []
     for f in files:
         data = json.loads(f.read_text())
         if data["seeds"] != args.seeds or data["paths"] != args.paths:
             raise SystemExit(f"{f} was run with {data['seeds']} seeds and paths {data['paths']}, not "
                              f"{args.seeds} and {args.paths}")
-        runs += data["runs"]
-    return runs
+        when = data["stamp"].split(":")[0]
+        fresh = [{**r, "when": r.get("when", when)} for r in data["runs"]]  # each run keeps the date of its sweep
+        chapters = {r["chapter"] for r in fresh}
+        runs = [r for r in runs if r["chapter"] not in chapters] + fresh
+    for when in dict.fromkeys(r["when"] for r in runs):
+        chapter_list = ", ".join(sorted({r["chapter"][:2].lstrip("0") for r in runs if r["when"] == when}, key=int))
+        stamps.append(f"{when} (chapters {chapter_list})")
+    return runs, "; ".join(stamps)
 
 
 def write_table(runs: list[dict], paths: list[Path], args: argparse.Namespace, when: str) -> int:
