@@ -1,13 +1,21 @@
-"""What attention costs: exact counts (FLOPs, bytes of the score matrix and of a key/value cache) and two small
-measuring tools (median wall-clock time; bytes allocated by PyTorch on the CPU)."""
+"""What attention costs: exact counts (FLOPs of attention and of a whole encoder layer, the length at which
+attention's quadratic term overtakes the rest, bytes of the score matrix and of a key/value cache) and small measuring
+tools (median wall-clock time; bytes allocated by PyTorch on the CPU; the slope of a log-log plot).
+
+FLOPs count the matrix products only, a multiply-add counted as 2 FLOPs (the convention of
+``torch.utils.flop_counter``). Softmax, layer norms, biases, activations and residual additions are left out: they
+are O(h·T·S + T·d_model) element-wise operations, a few per cent of the products for heads of width d_k = 64 (the
+softmax does a handful of operations per score, against 4·d_k FLOPs per score in Q Kᵀ and A V)."""
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -16,6 +24,56 @@ def attention_flops(T: int, S: int, d_k: int, d_v: int | None = None, heads: int
     """Multiply-adds counted as 2 FLOPs: Q Kᵀ costs 2·T·S·d_k, A V costs 2·T·S·d_v, per head and example."""
     d_v = d_k if d_v is None else d_v
     return 2 * batch * heads * T * S * (d_k + d_v)
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def layer_flops(T: int, d_model: int, d_ff: int, batch: int = 1) -> dict[str, int]:
+    """FLOPs of one encoder layer's forward pass over ``T`` tokens (self-attention, then the feed-forward network).
+
+    Multiply-adds count as 2 FLOPs; only the matrix products are counted (see the module's docstring). Returns the
+    four terms, per batch of ``batch`` sequences:
+
+    - ``"projections"``: Q, K, V and the output projection, four (T, d_model) @ (d_model, d_model) products,
+      ``8·T·d_model²``;
+    - ``"scores"``: Q Kᵀ for all heads together, ``2·T²·d_model``;
+    - ``"weighted_sum"``: A V for all heads together, ``2·T²·d_model``;
+    - ``"feed_forward"``: (T, d_model) @ (d_model, d_ff) and back, ``4·T·d_model·d_ff``.
+
+    The number of heads does not appear: h heads of width d_k = d_model / h split the same work, they do not add to
+    it. The first and last terms grow like T, the middle two like T².
+    """
+    _check_positive(T=T, d_model=d_model, d_ff=d_ff, batch=batch)
+    return {
+        "projections": batch * 4 * 2 * T * d_model * d_model,
+        "scores": batch * 2 * T * T * d_model,
+        "weighted_sum": batch * 2 * T * T * d_model,
+        "feed_forward": batch * 2 * 2 * T * d_model * d_ff,
+    }
+
+
+def quadratic_flops(counts: dict[str, int]) -> int:
+    """The terms of :func:`layer_flops` that grow like T² (Q Kᵀ and A V)."""
+    return counts["scores"] + counts["weighted_sum"]
+
+
+def linear_flops(counts: dict[str, int]) -> int:
+    """The terms of :func:`layer_flops` that grow like T (the four projections and the feed-forward network)."""
+    return counts["projections"] + counts["feed_forward"]
+
+
+def attention_crossover(d_model: int, d_ff: int) -> int:
+    """The length T* at which the quadratic terms of :func:`layer_flops` equal the linear ones.
+
+    4·T²·d_model = 8·T·d_model² + 4·T·d_model·d_ff gives T* = 2·d_model + d_ff: below it the projections and the
+    feed-forward network cost more than Q Kᵀ and A V, above it less. For BERT-base (768, 3072) T* = 4608.
+    """
+    _check_positive(d_model=d_model, d_ff=d_ff)
+    return 2 * d_model + d_ff
 
 
 def score_matrix_bytes(T: int, S: int, heads: int = 1, batch: int = 1, dtype: torch.dtype = torch.float32) -> int:
@@ -53,23 +111,70 @@ def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, 
     return statistics.median(times)
 
 
-def allocated_bytes(fn: Callable[[], object]) -> int:
-    """Total bytes that PyTorch's CPU operators allocate while ``fn()`` runs (freed or not), via the profiler.
-
-    This counts every intermediate tensor, so it shows which computations materialise large temporaries. The
-    profiler's own C++ log lines on stderr are silenced.
-    """
-    from torch.profiler import ProfilerActivity, profile
-
+@contextmanager
+def _profiled(threads: int | None, **options: bool) -> Iterator[torch.autograd.profiler.profile]:
+    """PyTorch's autograd profiler on ``threads`` CPU threads (restored afterwards), its C++ log lines on stderr
+    silenced. It records what torch.profiler.profile records without that one's seconds-long start-up."""
+    if threads is not None:
+        _check_positive(threads=threads)
+    saved_threads = torch.get_num_threads()
     sys.stderr.flush()
     saved = os.dup(2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     try:
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            fn()
+        if threads is not None:
+            torch.set_num_threads(threads)
+        with torch.autograd.profiler.profile(**options) as prof:
+            yield prof
     finally:
+        torch.set_num_threads(saved_threads)
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
-    return sum(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
+
+
+def allocated_bytes(fn: Callable[[], object], threads: int | None = None) -> int:
+    """Total bytes that PyTorch allocates on the CPU while ``fn()`` runs (freed or not), via the profiler.
+
+    Each allocation is counted once, from the profiler's raw memory records (an operator's own memory figure also
+    includes the allocations of the operators it calls, so adding those up would count nested calls twice). This
+    counts every intermediate tensor, so it shows which computations materialise large temporaries. ``threads`` sets
+    PyTorch's CPU threads while counting (restored afterwards), as in :func:`median_seconds`: some kernels (PyTorch's
+    fused attention on the CPU) allocate a work buffer per thread, so the total depends on it.
+    """
+    with _profiled(threads, profile_memory=True) as prof:
+        fn()
+    cpu = torch._C._autograd.DeviceType.CPU
+    return sum(e.nbytes() for e in prof.kineto_results.events()
+               if e.name() == "[memory]" and e.device_type() == cpu and e.nbytes() > 0)
+
+
+MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def profiled_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of the matrix products that ``fn()`` runs, as PyTorch's profiler counts them from their shapes.
+
+    An independent check of :func:`layer_flops` (multiply-adds count 2). Only ``mm``, ``addmm``, ``bmm`` and
+    ``baddbmm`` are added up: fused attention kernels get no count, so profile explicit attention.
+    """
+    with _profiled(None, with_flops=True) as prof:
+        fn()
+    return sum(e.flops for e in prof.function_events if e.name in MATRIX_PRODUCTS)
+
+
+def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float:
+    """Least-squares slope of log y against log x: the exponent k of a power law y ∝ x^k fitted to the points."""
+    if len(xs) != len(ys):
+        raise ValueError(f"xs and ys must have the same length, got {len(xs)} and {len(ys)}")
+    if len(xs) < 2:
+        raise ValueError(f"a slope needs at least 2 points, got {len(xs)}")
+    if any(not v > 0 for v in (*xs, *ys)):
+        raise ValueError(f"log-log slope needs positive values, got xs={list(xs)}, ys={list(ys)}")
+    lx, ly = [math.log(v) for v in xs], [math.log(v) for v in ys]
+    mean_x, mean_y = statistics.fmean(lx), statistics.fmean(ly)
+    spread = sum((a - mean_x) ** 2 for a in lx)
+    if spread == 0:
+        raise ValueError(f"all xs are equal ({xs[0]}): the slope is undefined")
+    return sum((a - mean_x) * (b - mean_y) for a, b in zip(lx, ly, strict=True)) / spread
