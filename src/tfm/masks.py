@@ -93,11 +93,11 @@ def to_torch_attn_mask(mask: Tensor) -> Tensor:
 def check_mask(mask: Tensor, scores_shape: tuple[int, ...]) -> None:
     """Raise a clear error unless ``mask`` is boolean and broadcasts to ``scores_shape`` = ``(..., T, S)``."""
     _require_bool(mask, "mask")
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(scores_shape):
+    # aligned from the right, each mask size is 1 or the scores' size (torch.broadcast_shapes would say the same, but
+    # its first call imports sympy: ~2 s for every chapter that masks)
+    fits = mask.dim() <= len(scores_shape) and all(
+        m in (1, s) for m, s in zip(reversed(mask.shape), reversed(tuple(scores_shape)), strict=False))
+    if not fits:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to the attention scores of shape "
             f"{tuple(scores_shape)} (..., T queries, S keys); e.g. use (T, S), (B, 1, 1, S) or (B, 1, T, S)"
