@@ -72,7 +72,9 @@ class RotaryEmbedding(nn.Module):
     """Rotates each pair of features (2i, 2i+1) of a query or key by the angle pos · θ_i, θ_i = base^(-2i/d).
 
     Applied to queries and keys (not values) inside attention, it makes q·k depend on positions only through their
-    difference. Pairs are adjacent features, as in the RoFormer paper.
+    difference. Pairs are adjacent features, as in the RoFormer paper: x R_pos with R_pos block-diagonal, the block
+    [[cos, sin], [-sin, cos]] of angle pos · θ_i on features (2i, 2i+1). Hugging Face's LLaMA pairs feature i with
+    i + d/2 instead ("rotate half"): the same rotation of reordered features (tests/test_rope.py).
     """
 
     def __init__(self, d_head: int, max_len: int = 512, base: float = 10000.0):
