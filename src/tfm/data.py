@@ -93,11 +93,18 @@ def date_pairs(n: int, seed: int = 0, first_year: int = 1900, last_year: int = 2
     return pairs
 
 
-def split_pairs(pairs: list[Pair], n_test: int) -> tuple[list[Pair], list[Pair]]:
-    """Hold out the last ``n_test`` pairs whose source never occurs among the training pairs."""
+def split_pairs(pairs: list[Pair], n_test: int, by: str = "source") -> tuple[list[Pair], list[Pair]]:
+    """Hold out the last ``n_test`` pairs; drop the training pairs whose source (``by="source"``) or whose target
+    (``by="target"``) occurs among them. With dates, ``by="target"`` keeps every held-out date out of training in
+    all its written styles, not only in the style it is tested in."""
+    if by not in ("source", "target"):
+        raise ValueError(f'by must be "source" or "target", got {by!r}')
+    if not 0 < n_test < len(pairs):
+        raise ValueError(f"n_test must lie in [1, {len(pairs) - 1}] for {len(pairs)} pairs, got {n_test}")
     test = pairs[-n_test:]
-    held_out = {tuple(src) for src, _ in test}
-    train = [p for p in pairs[:-n_test] if tuple(p[0]) not in held_out]
+    side = 0 if by == "source" else 1
+    held_out = {tuple(pair[side]) for pair in test}
+    train = [p for p in pairs[:-n_test] if tuple(p[side]) not in held_out]
     return train, test
 
 
