@@ -149,6 +149,9 @@ def test_plots_label_their_axes():
     assert ax.get_xlabel() and ax.get_ylabel() and [t.get_text() for t in ax.get_xticklabels()] == ["x", "y", "z"]
     fig = tfm.viz.plot_heads(torch.rand(3, 2, 2).softmax(-1), ["a", "b"], ncols=2)
     assert [ax.get_title() for ax in fig.axes[:3]] == ["head 0", "head 1", "head 2"]
+    assert len(fig.axes) == 4  # 2 x 2 grid, no colour bar by default
+    fig = tfm.viz.plot_heads(torch.rand(3, 2, 2).softmax(-1), ["a", "b"], ncols=3, colorbar=True)
+    assert len(fig.axes) == 4 and fig.axes[-1].get_ylabel() == "attention weight"  # 3 heads + the shared bar
 
 
 def test_self_checks_say_what_is_wrong(capsys):

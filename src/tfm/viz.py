@@ -46,8 +46,10 @@ def plot_attention(weights: Tensor, query_tokens: Sequence[str], key_tokens: Seq
 
 
 def plot_heads(weights: Tensor, query_tokens: Sequence[str], key_tokens: Sequence[str] | None = None,
-               ncols: int = 4, title: str | None = None, head_names: Sequence[str] | None = None) -> plt.Figure:
-    """A grid with one heatmap per head of ``weights (h, T, S)``."""
+               ncols: int = 4, title: str | None = None, head_names: Sequence[str] | None = None,
+               colorbar: bool = False) -> plt.Figure:
+    """A grid with one heatmap per head of ``weights (h, T, S)``; ``colorbar=True`` adds one colour bar shared by all
+    heads (every panel uses the same scale, 0 to 1)."""
     if weights.dim() != 3:
         raise ValueError(f"plot_heads expects weights of shape (h, T, S), got {tuple(weights.shape)}")
     key_tokens = query_tokens if key_tokens is None else key_tokens
@@ -60,12 +62,14 @@ def plot_heads(weights: Tensor, query_tokens: Sequence[str], key_tokens: Sequenc
             ax.axis("off")
             continue
         w = _as_matrix(weights[head], "plot_heads")
-        ax.imshow(w, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+        image = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
         ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=7)
         ax.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
         ax.set_title(head_names[head] if head_names else f"head {head}", fontsize=9)
         ax.set_xlabel("key", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
+    if colorbar:
+        fig.colorbar(image, ax=axes, shrink=0.9, label="attention weight")
     if title:
         fig.suptitle(title)
     return fig
