@@ -74,6 +74,9 @@ def beam_search(model: EncoderDecoder, src: Tensor, max_len: int, bos_id: int, e
                 alpha: float = 0.6, use_cache: bool = True) -> list[Tensor]:
     """Keep the ``beam_size`` best prefixes at every step; rank finished ones by log-probability / length penalty.
 
+    The search stops when no live prefix can beat the best finished sequence any more (or at ``max_len``), not after
+    a fixed number of finished sequences: a count would stop before a better, longer sequence ends.
+
     ``src (B, S)`` is searched one example at a time. Returns one 1-D tensor of ids (starting with ``bos_id``, ending
     with ``eos_id`` unless ``max_len`` was reached) per example.
     """
@@ -114,9 +117,13 @@ def _beam_search_one(model, src, max_len, bos_id, eos_id, beam_size, alpha, use_
                 keep_tokens.append(token)
             if len(keep_rows) == beam_size:
                 break
+        # Stop when no live prefix can still beat the best finished sequence. Extending a prefix only lowers its
+        # (negative) log-probability, so its best possible normalised score is its score divided by the largest
+        # length penalty it can still reach (at max_len for alpha >= 0, at the next length for alpha < 0).
         best_finished = max((s for s, _ in finished), default=-math.inf)
-        best_alive = max(keep_scores, default=-math.inf) / length_penalty(max_len, alpha) if alpha >= 0 else None
-        if len(finished) >= beam_size or not keep_rows or (best_alive is not None and best_finished >= best_alive):
+        largest_penalty = max(length_penalty(step + 2, alpha), length_penalty(max_len, alpha))
+        best_alive = max(keep_scores, default=-math.inf) / largest_penalty
+        if not keep_rows or best_finished >= best_alive:
             break
         rows = torch.tensor(keep_rows, device=src.device)
         beams = torch.cat([beams[rows], torch.tensor(keep_tokens, device=src.device)[:, None]], dim=1)  # (k', t + 1)
