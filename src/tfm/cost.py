@@ -145,9 +145,13 @@ def allocated_bytes(fn: Callable[[], object], threads: int | None = None) -> int
     """
     with _profiled(threads, profile_memory=True) as prof:
         fn()
-    cpu = torch._C._autograd.DeviceType.CPU
-    return sum(e.nbytes() for e in prof.kineto_results.events()
-               if e.name() == "[memory]" and e.device_type() == cpu and e.nbytes() > 0)
+    try:  # the raw records are not public API: fail clearly if a PyTorch release moves them
+        cpu = torch._C._autograd.DeviceType.CPU
+        return sum(e.nbytes() for e in prof.kineto_results.events()
+                   if e.name() == "[memory]" and e.device_type() == cpu and e.nbytes() > 0)
+    except AttributeError as error:
+        raise RuntimeError(f"allocated_bytes reads the profiler's raw memory records (kineto_results), which this "
+                           f"PyTorch ({torch.__version__}) does not provide as expected: {error}") from error
 
 
 MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
