@@ -122,6 +122,38 @@ def test_causal_lm_generation_with_cache_equals_without():
     assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize(("T", "S", "window"), [(6, 6, 1), (6, 6, 3), (6, 6, 6), (6, 6, 9), (2, 7, 3), (1, 5, 2)])
+def test_sliding_window_mask_is_causal_and_sees_exactly_window_positions(T, S, window):
+    mask = tfm.causal_mask(T, S, window=window)  # (T, S)
+    for i in range(T):
+        at = i + S - T  # the query's position in the sequence
+        assert mask[i].tolist() == [0 <= at - j < window for j in range(S)]
+
+
+def test_windowed_lm_is_blind_beyond_its_reach_and_its_cache_equals_recomputation():
+    window, n_layers = 3, 2
+    lm = tfm.CausalLM(17, d_model=32, n_heads=4, n_layers=n_layers, d_ff=64, max_len=40, dropout=0.0,
+                      window=window).eval()
+    full = tfm.CausalLM(17, d_model=32, n_heads=4, n_layers=n_layers, d_ff=64, max_len=40, dropout=0.0).eval()
+    full.load_state_dict(lm.state_dict())
+    ids = torch.randint(0, 17, (2, 12))
+    changed = ids.clone()
+    changed[:, 0] = (ids[:, 0] + 1) % 17  # change the first token only
+    reach = n_layers * (window - 1) + 1  # tokens the last position can see through the stack
+    with torch.no_grad():
+        before, after = lm(ids), lm(changed)  # (B, T, n_vocab)
+        assert torch.equal(before[:, reach:], after[:, reach:])  # out of reach: bit for bit unchanged
+        assert not torch.allclose(before[:, reach - 1], after[:, reach - 1])  # just within reach: it matters
+        assert not torch.allclose(full(ids)[:, reach:], full(changed)[:, reach:])  # no window: it matters
+        wide = tfm.CausalLM(17, d_model=32, n_heads=4, n_layers=n_layers, d_ff=64, max_len=40, dropout=0.0,
+                            window=12).eval()
+        wide.load_state_dict(lm.state_dict())
+        assert torch.equal(wide(ids), full(ids))  # a window as long as the line is the plain causal mask
+    prompt = ids[:, :4]
+    assert torch.equal(tfm.generate(lm, prompt, 10, temperature=0), tfm.generate(lm, prompt, 10, temperature=0,
+                                                                                 use_cache=False))
+
+
 def test_beam_search_with_one_beam_is_greedy():
     model = small_model()
     src = torch.randint(4, 13, (4, 7))
@@ -145,6 +177,25 @@ def test_fully_masked_rows_give_zeros_not_nan(dtype, fn):
         assert (weights[0, :, 1] == 0).all()
     z.float().sum().backward()
     assert all(not torch.isnan(t.grad).any() for t in (q, k, v))
+
+
+def test_both_attentions_zero_empty_rows_even_with_nan_values():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 1, 4, 8) for _ in range(3))  # (B, h, T, d_k), S = T = 4
+    mask = torch.ones(2, 1, 4, 4, dtype=torch.bool)  # (B, 1, T, S)
+    mask[0, :, 1] = False  # query 1 of example 0 may attend to nothing
+    mask[1, :, :, 3] = False  # key 3 of example 1 is masked for every query
+    mask[1, :, 2] = False  # and query 2 of example 1 has no key
+    empty = ~mask.any(-1)  # (B, 1, T)
+    z, _ = tfm.attention(q, k, v, mask=mask)
+    z_fast, _ = tfm.fast_attention(q, k, v, mask=mask)
+    assert max_diff(z, z_fast) < 1e-5  # finite values: the two agree everywhere
+    v_nan = v.clone()
+    v_nan[1, :, 3] = float("nan")  # a NaN value at a key that every query of example 1 must ignore
+    for fn in (tfm.attention, tfm.fast_attention):
+        z_nan, _ = fn(q, k, v_nan, mask=mask)
+        assert (z_nan[empty] == 0).all(), fn.__name__  # exact zeros, not 0 x NaN
+        assert max_diff(z_nan[0], z[0]) < 1e-5, fn.__name__  # example 0 has no NaN: unchanged
 
 
 def test_weight_tying_shares_one_parameter():

@@ -72,7 +72,10 @@ def attention(
         weights = weights.masked_fill(~has_key, 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
-    return weights @ v, weights  # (..., T, d_v), (..., T, S)
+    z = weights @ v  # (..., T, d_v)
+    if has_key is not None:
+        z = z.masked_fill(~has_key, 0.0)  # exact zeros even where v holds NaN (0 x NaN = NaN)
+    return z, weights  # (..., T, d_v), (..., T, S)
 
 
 def fast_attention(
