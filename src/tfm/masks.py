@@ -38,17 +38,25 @@ def padding_mask_from_ids(ids: Tensor, pad_id: int) -> Tensor:
     return ids != pad_id
 
 
-def causal_mask(n_queries: int, n_keys: int | None = None, device: torch.device | str | None = None) -> Tensor:
+def causal_mask(n_queries: int, n_keys: int | None = None, device: torch.device | str | None = None,
+                window: int | None = None) -> Tensor:
     """Causal mask ``(T, S)``: query ``i`` may attend to keys ``0 .. i + (S - T)``.
 
     With ``S == T`` this is the lower triangle. With ``S > T`` the queries are the *last* ``T`` positions of the
-    sequence, which is what incremental decoding with a key/value cache needs.
+    sequence, which is what incremental decoding with a key/value cache needs. With ``window=w`` it is a
+    *sliding-window* mask: each query sees only the ``w`` most recent positions, itself included.
     """
     n_keys = n_queries if n_keys is None else n_keys
     if n_queries < 1 or n_keys < n_queries:
         raise ValueError(f"a causal mask needs 1 <= n_queries <= n_keys, got n_queries={n_queries}, n_keys={n_keys}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"window must be a positive int (positions a query sees, itself included), got {window!r}")
     ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)  # (T, S)
-    return ones.tril(diagonal=n_keys - n_queries)
+    shift = n_keys - n_queries  # query i sits at position i + shift
+    mask = ones.tril(diagonal=shift)  # (T, S): no key after the query
+    if window is not None:
+        mask = mask.triu(diagonal=shift - window + 1)  # (T, S): no key window or more positions back
+    return mask
 
 
 def combine_masks(key_mask: Tensor | None = None, query_key_mask: Tensor | None = None) -> Tensor | None:

@@ -193,13 +193,18 @@ class EncoderClassifier(nn.Module):
 
 
 class CausalLM(nn.Module):
-    """Decoder-only language model (GPT style): pre-LN layers with causal self-attention, no cross-attention."""
+    """Decoder-only language model (GPT style): pre-LN layers with causal self-attention, no cross-attention.
+
+    ``window=w`` limits every layer's self-attention to the ``w`` most recent positions (a sliding-window mask, see
+    :func:`tfm.causal_mask`); ``None`` lets each position see the whole prefix.
+    """
 
     def __init__(self, n_vocab: int, d_model: int = 128, n_heads: int = 4, n_layers: int = 4, d_ff: int = 512,
                  dropout: float = 0.1, max_len: int = 256, positional: str = "learned", activation: str = "gelu",
-                 tie_output: bool = True):
+                 tie_output: bool = True, window: int | None = None):
         super().__init__()
-        self.n_vocab, self.max_len = n_vocab, max_len
+        causal_mask(1, window=window)  # a bad window fails here, not at the first forward pass
+        self.n_vocab, self.max_len, self.window = n_vocab, max_len, window
         self.embed = TokenEmbedding(n_vocab, d_model, scale=False)
         self.positions = POSITIONAL[positional](d_model, max_len, dropout)
         self.decoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, activation, norm_first=True)
@@ -212,7 +217,7 @@ class CausalLM(nn.Module):
                 need_weights: bool = False) -> Tensor | tuple[Tensor, list]:
         """Ids ``(B, T)`` at positions ``start ..`` -> next-token logits ``(B, T, n_vocab)``."""
         T = ids.shape[-1]
-        mask = causal_mask(T, start + T, device=ids.device)  # (T, start + T)
+        mask = causal_mask(T, start + T, device=ids.device, window=self.window)  # (T, start + T)
         x, weights = self.decoder(self.positions(self.embed(ids), start), mask, need_weights, caches)
         logits = self.generator(x)  # (B, T, n_vocab)
         return (logits, weights) if need_weights else logits
