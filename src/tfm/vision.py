@@ -1,5 +1,5 @@
 """A Vision Transformer (Dosovitskiy et al., 2021): an image becomes a sequence of patch tokens, a learned class token
-is put in front, learned position embeddings over the patch grid are added, and the encoder's class-token output is
+is put in front, one learned position embedding per patch index is added, and the encoder's class-token output is
 classified."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def patchify(images: Tensor, patch: int) -> Tensor:
 
 
 class VisionTransformer(nn.Module):
-    """Patch embedding + class token + learned 2-D-grid positions + pre-LN encoder + linear head on the class token."""
+    """Patch embedding + class token + learned 1-D positions (one per patch index; nothing tells them the 2-D grid) +
+    pre-LN encoder + linear head on the class token."""
 
     def __init__(self, image_size: int, patch: int, n_classes: int, channels: int = 1, d_model: int = 64,
                  n_heads: int = 4, n_layers: int = 4, d_ff: int = 128, dropout: float = 0.0):
