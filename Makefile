@@ -23,7 +23,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install book test lint unit notebooks notebooks-perturbed notebooks-both build-check execute student serve freeze clean \
-	bench robustness
+	bench robustness figures
 
 help:
 	@echo "make book     build the website into _build/html"
@@ -34,6 +34,7 @@ help:
 	@echo "make serve    preview the built site on http://localhost:8000"
 	@echo "make bench    tfm against torch.nn, and each chapter's execution time against its budget"
 	@echo "make robustness  every trained claim over 5 seeds x 3 numeric paths -> appendices/robustness.md (~1 h)"
+	@echo "make figures  redraw the schematic SVG figures in assets/ (tools/figures.py)"
 	@echo "make lint | make freeze | make clean"
 
 install: $(STAMP)
@@ -90,6 +91,9 @@ bench: $(STAMP)
 
 robustness: $(STAMP)
 	$(BIN)/python tools/robustness.py
+
+figures: $(STAMP)
+	$(BIN)/python tools/figures.py
 
 freeze: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^tfm' | sed 's/^torch==\(.*\)+cpu/torch==\1/' > requirements.lock.tmp
