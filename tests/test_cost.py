@@ -1,6 +1,7 @@
 """tfm.cost: the counts agree with real tensors, and the measuring tools measure."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from tfm.cost import (
     allocated_bytes,
     attention_crossover,
     attention_flops,
+    fastest_seconds,
     kv_cache_bytes,
     layer_flops,
     linear_flops,
@@ -134,6 +136,16 @@ def test_median_seconds_is_a_positive_duration():
     calls = []
     seconds = median_seconds(lambda: calls.append(1), repeats=3, warmup=2)
     assert seconds >= 0 and len(calls) == 5
+
+
+def test_fastest_seconds_is_the_quickest_run_not_the_median():
+    delays = iter([0.0, 0.03, 0.002, 0.03])  # the warm-up call, then three timed runs
+
+    def sleep_next():
+        time.sleep(next(delays))
+
+    seconds = fastest_seconds(sleep_next, repeats=3, warmup=1)
+    assert 0.002 <= seconds < 0.02  # the 2 ms run, not the 30 ms median
 
 
 def test_median_seconds_restores_the_thread_count():

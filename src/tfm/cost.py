@@ -86,12 +86,8 @@ def kv_cache_bytes(n_layers: int, S: int, d_model: int, batch: int = 1, dtype: t
     return 2 * n_layers * batch * S * d_model * torch.empty(0, dtype=dtype).element_size()
 
 
-def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, threads: int | None = None) -> float:
-    """Median wall-clock time of ``fn()`` over ``repeats`` runs, after ``warmup`` runs (CUDA is synchronised).
-
-    ``threads`` sets PyTorch's CPU threads for the measurement (restored afterwards): one thread is far less disturbed
-    by other programs on the machine, whose scheduling otherwise makes multi-threaded operators wait for each other.
-    """
+def _run_times(fn: Callable[[], object], repeats: int, warmup: int, threads: int | None) -> list[float]:
+    """Wall-clock seconds of ``repeats`` calls of ``fn()`` after ``warmup`` calls, on ``threads`` CPU threads."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     saved_threads = torch.get_num_threads()
     if threads is not None:
@@ -108,7 +104,22 @@ def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, 
             times.append(time.perf_counter() - start)
     finally:
         torch.set_num_threads(saved_threads)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, threads: int | None = None) -> float:
+    """Median wall-clock time of ``fn()`` over ``repeats`` runs, after ``warmup`` runs (CUDA is synchronised).
+
+    ``threads`` sets PyTorch's CPU threads for the measurement (restored afterwards): one thread is far less disturbed
+    by other programs on the machine, whose scheduling otherwise makes multi-threaded operators wait for each other.
+    """
+    return statistics.median(_run_times(fn, repeats, warmup, threads))
+
+
+def fastest_seconds(fn: Callable[[], object], repeats: int = 7, warmup: int = 1, threads: int | None = None) -> float:
+    """Fastest wall-clock time of ``fn()`` over ``repeats`` runs, as :func:`median_seconds` measures them: other
+    programs on the machine can only add time to a run, so the minimum is the least disturbed estimate."""
+    return min(_run_times(fn, repeats, warmup, threads))
 
 
 @contextmanager
