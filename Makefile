@@ -22,7 +22,8 @@ export TFM_DEVICE := cpu
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install book test lint unit notebooks notebooks-perturbed notebooks-both build-check execute student serve freeze clean \
+.PHONY: help install book test lint unit notebooks notebooks-perturbed notebooks-both student-check build-check execute student \
+	serve freeze clean \
 	bench robustness figures
 
 help:
@@ -51,11 +52,11 @@ book: $(STAMP)
 
 test: lint unit notebooks-both build-check
 
-# The two nbval passes run side by side, each on one thread (OMP_NUM_THREADS=1, itself a numeric path the notebooks
-# must pass): the book's small tensors gain little from a second thread, and two passes that each spread over both
-# cores slow each other down many times over.
+# The two nbval passes and the student-edition run go side by side, each on one thread (OMP_NUM_THREADS=1, itself a
+# numeric path the notebooks must pass): the book's small tensors gain little from a second thread, and passes that
+# each spread over both cores slow each other down many times over.
 notebooks-both: $(STAMP)
-	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j2 --output-sync=target notebooks notebooks-perturbed
+	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j3 --output-sync=target notebooks notebooks-perturbed student-check
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools bench chapters
@@ -68,6 +69,10 @@ unit: $(STAMP)
 notebooks: $(STAMP)
 	$(BIN)/python tools/colab_env.py $(COLAB)
 	cd $(COLAB)/chapters && PYTHONPATH= ../env/bin/python $(NBVAL) $(notdir $(NOTEBOOKS))
+
+# The student edition (no solutions), run as a learner runs it: every exercise check must fail on the empty stubs.
+student-check: $(STAMP)
+	$(BIN)/python tools/check_student_edition.py $(NOTEBOOKS)
 
 notebooks-perturbed: $(STAMP)
 	$(PERTURBED) $(BIN)/python $(NBVAL) $(NOTEBOOKS)

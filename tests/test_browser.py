@@ -1,10 +1,10 @@
-"""The website really draws chapter 8's bertviz views: a real browser, with the network cut off.
+"""The website as a reader's browser shows it, with the network cut off: chapter 8's bertviz views draw, every
+schematic figure loads and has alt text, and the home page and two chapters pass axe-core's accessibility check.
 
-The test builds a one-page Jupyter Book holding chapter 8 (the book's own _config.yml and references.bib, a _toc.yml
-with that page as root), serves it on 127.0.0.1, and opens it in headless Chromium through Playwright. Every request
-to 127.0.0.1 goes to the local server; the CDN files the page asks for (tfm.attnviz's d3 and jQuery) are answered
-from copies that npm installs at test time; every other request is aborted. It then checks that each view's <svg>
-holds the sentence's tokens.
+The test builds the whole book from the stored outputs (a copy of the repository's book files), serves it on
+127.0.0.1, and opens it in headless Chromium through Playwright. Every request to 127.0.0.1 goes to the local server;
+the CDN files a page asks for (tfm.attnviz's d3 and jQuery) are answered from copies that npm installs at test time;
+every other request is aborted. axe-core also comes from npm.
 
 Skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=1 (CI), where that is a failure.
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "chapters/08_inside_bert"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 NPM_PACKAGES = {"d3": "5.7.0", "jquery": "2.2.4"}  # the versions in tfm.attnviz's URLs
+AXE = "axe-core@4.14.1"  # the accessibility checker (npm)
+SCHEMATIC_CHAPTERS = {"01", "02", "03", "04", "05", "06", "07", "09", "10"}  # each shows at least one
+BOOK_FILES = ("_config.yml", "_toc.yml", "references.bib", "intro.md", "assets", "_static", "chapters", "appendices")
 
 
 def _missing(what: str) -> None:
@@ -50,7 +55,7 @@ def tools():
 def cdn_files(tools, tmp_path_factory) -> Path:
     """npm copies of the libraries the page loads from the CDN (never committed)."""
     prefix = tmp_path_factory.mktemp("npm")
-    specs = [f"{name}@{version}" for name, version in NPM_PACKAGES.items()]
+    specs = [f"{name}@{version}" for name, version in NPM_PACKAGES.items()] + [AXE]
     subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", *specs], check=True,
                    capture_output=True, timeout=300)
     return prefix / "node_modules"
@@ -58,17 +63,17 @@ def cdn_files(tools, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def site(tools, tmp_path_factory) -> Path:
-    """A one-page Jupyter Book of chapter 8, built from the stored outputs."""
+    """The whole book, built from the stored outputs into a temporary folder."""
     book = tmp_path_factory.mktemp("book")
-    for name in ("_config.yml", "references.bib", "assets"):
+    for name in BOOK_FILES:
         src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, book / name)
-    (book / "chapters").mkdir()
-    shutil.copy(ROOT / f"{CHAPTER}.ipynb", book / f"{CHAPTER}.ipynb")
-    (book / "_toc.yml").write_text(f"format: jb-book\nroot: {CHAPTER}\n", encoding="utf-8")
+        if src.is_dir():
+            shutil.copytree(src, book / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        else:
+            shutil.copy(src, book / name)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run([str(jupyter_book), "build", str(book), "--path-output", str(book / "out")],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=900)
     html = book / "out" / "_build" / "html"
     assert result.returncode == 0 and (html / f"{CHAPTER}.html").exists(), result.stdout[-3000:] + result.stderr
     return html
@@ -146,3 +151,64 @@ def test_bertviz_views_draw_offline(server, cdn_files):
         date = {"tuesday", "march", "3"} <= texts  # encoder side of the date translator's encoder-decoder view
         assert animal or time_flies or date, f"view {view['id']} drew no sentence tokens: {sorted(texts)[:20]}"
     assert not [e for e in errors if "bertviz" in e or "d3" in e or "tfmAttnviz" in e], errors
+
+
+def _schematics_used(notebook: Path) -> list[str]:
+    """The schematic names a chapter shows with tfm.viz.schematic("name")."""
+    sources = ["".join(c["source"]) for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+               if c["cell_type"] == "code"]
+    return [name for source in sources for name in re.findall(r'tfm\.viz\.schematic\("(\w+)"\)', source)]
+
+
+def _offline_page(p, server: str):
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+    page = browser.new_page(viewport={"width": 1300, "height": 2400})
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(server) else r.abort())
+    return browser, page
+
+
+def test_every_schematic_loads_with_alt_text(server):
+    from playwright.sync_api import sync_playwright
+
+    chapters = sorted((ROOT / "chapters").glob("*.ipynb"))
+    used = {path.stem: _schematics_used(path) for path in chapters}
+    shipped = {p.stem for p in (ROOT / "src" / "tfm" / "schematics").glob("*.svg")}
+    assert shipped <= {name for names in used.values() for name in names}, "a schematic no chapter shows"
+    without = [stem for stem, names in used.items() if not names and stem[:2] in SCHEMATIC_CHAPTERS]
+    assert not without, f"chapters without a schematic figure: {without}"
+    with sync_playwright() as p:
+        browser, page = _offline_page(p, server)
+        for stem, names in used.items():
+            if not names:
+                continue
+            page.goto(f"{server}/chapters/{stem}.html", wait_until="load")
+            figures = page.evaluate("""() => Array.from(document.querySelectorAll('figure[id^=fig-] img')).map(img => ({
+                src: img.getAttribute('src'), alt: img.getAttribute('alt') || '', loaded: img.complete &&
+                img.naturalWidth > 0, caption: (img.closest('figure').querySelector('figcaption') || {}).textContent
+                || ''}))""")
+            svgs = [f for f in figures if f["src"].endswith(".svg")]
+            assert len(svgs) == len(names), f"{stem}: {len(names)} schematics in the notebook, {len(svgs)} on the page"
+            for figure in svgs:
+                assert figure["loaded"], f"{stem}: figure {figure['src']} did not load"
+                assert len(figure["alt"].split()) >= 10 and not figure["alt"].endswith(".svg"), (
+                    f"{stem}: figure {figure['src']} has no alt text that describes it: {figure['alt']!r}")
+                assert re.match(r"\s*Fig\. \d+", figure["caption"]), f"{stem}: figure without numbered caption"
+        browser.close()
+
+
+@pytest.mark.parametrize("page_path", ["intro.html", "chapters/03_multi_head_attention.html",
+                                       "chapters/07_encoder_decoder.html"])
+def test_no_serious_accessibility_violations(server, cdn_files, page_path):
+    from playwright.sync_api import sync_playwright
+
+    axe = (cdn_files / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
+    with sync_playwright() as p:
+        browser, page = _offline_page(p, server)
+        page.goto(f"{server}/{page_path}", wait_until="load")
+        page.wait_for_timeout(500)
+        page.add_script_tag(content=axe)
+        violations = page.evaluate("""async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+            .map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.html)}))""")
+        browser.close()
+    serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert not serious, f"{page_path}: serious or critical accessibility violations (axe-core): {serious}"

@@ -1,46 +1,103 @@
-"""Every chapter's exercises have the same shape: a graded, labelled exercise, a cell for the learner, a hidden
-solution (a dropdown on the website), and then a self-check cell that says what is wrong."""
+"""Exercises that test the learner (tools/exercises.py describes the pattern).
+
+The full edition, run in order as a learner runs it in Jupyter or Colab, leaves every answer empty: each coding
+exercise's check comes before any solution and is stored failing with tfm.check.CheckFailed; nbval (`make test`)
+re-executes the notebook and compares that stored failure, so a check that stopped failing on an empty answer turns
+the run red. Each solution defines its own names and runs the same check on them, which nbval requires to pass.
+tools/check_student_edition.py (`make test`) runs the student edition and requires every check to fail there too.
+"""
 
 from __future__ import annotations
 
 import json
-import re
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+from exercises import bound_names, called_names, find_exercises, in_solutions, is_marker, used_names  # noqa: E402
+
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
-EXERCISE = re.compile(r"```\{exercise\} (★{1,3}) .+\n:label: (\S+)")
 
 
-def exercises(path: Path):
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    for i, cell in enumerate(cells):
-        match = EXERCISE.search("".join(cell["source"])) if cell["cell_type"] == "markdown" else None
-        if match:
-            yield match.group(1), match.group(2), cells, i
+def cells_of(path: Path) -> list:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def text(cell) -> str:
+    return "".join(cell["source"])
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_exercises_are_graded_hidden_and_self_checked(path):
-    found = list(exercises(path))
-    assert len(found) >= 3, f"{path.name}: fewer than three exercises"
-    assert {grade for grade, *_ in found} >= {"★", "★★", "★★★"}, f"{path.name}: needs ★, ★★ and ★★★ exercises"
-    labels = [label for _, label, *_ in found]
+def test_exercises_are_graded_gated_and_solved(path):
+    cells = cells_of(path)
+    assert not any(c["cell_type"] == "markdown" and "```{exercise}" in text(c) for c in cells), (
+        f"{path.name}: an ungated exercise fence; use exercise-start / exercise-end so the text stays Markdown")
+    found = find_exercises(cells)
+    coding = [e for e in found if not e.on_paper]
+    paper = [e for e in found if e.on_paper]
+    assert len(coding) >= 3, f"{path.name}: fewer than three coding exercises"
+    assert {e.grade for e in coding} >= {"★", "★★", "★★★"}, f"{path.name}: needs ★, ★★ and ★★★ coding exercises"
+    assert len(paper) >= 2, f"{path.name}: fewer than two pencil-and-paper exercises"
+    labels = [e.label for e in found]
     assert len(set(labels)) == len(labels), f"{path.name}: duplicate exercise labels {labels}"
-    for _, label, cells, i in found:
-        opening = "".join(cells[i]["source"]).split("\n", 1)[0]
-        assert "`" not in opening.lstrip("`"), (
-            f"{path.name}: the title of {label} contains a backtick; CommonMark then does not read the fence as a "
-            "directive, so the exercise vanishes from the website (write the title without inline code)"
-        )
-        rest = ["".join(c["source"]) for c in cells[i + 1 :]]
-        start = next((k for k, s in enumerate(rest) if "{solution-start}" in s), None)
-        assert start is not None, f"{path.name}: exercise {label} has no solution"
-        assert f"{{solution-start}} {label}" in rest[start], f"{path.name}: the solution after {label} is not its own"
-        assert ":class: dropdown" in rest[start], f"{path.name}: the solution of {label} is not hidden"
-        end = next(k for k in range(start, len(rest)) if "{solution-end}" in rest[k])
-        check = next((k for k in range(end + 1, len(rest)) if cells[i + 1 + k]["cell_type"] == "code"), None)
-        assert check is not None, f"{path.name}: exercise {label} has no self-check cell after its solution"
-        assert re.search(r"check|assert ", rest[check]), f"{path.name}: the check of {label} checks nothing"
+    for e in found:
+        assert "`" not in e.title, f"{path.name}: the title of {e.label} contains a backtick"
+        for k in range(e.start + 1, e.end):
+            if cells[k]["cell_type"] == "markdown":
+                assert "```{" not in text(cells[k]) and ":::{" not in text(cells[k]), (
+                    f"{path.name}: the text of {e.label} holds a directive fence, which Colab shows as raw text")
+        assert e.solution is not None, f"{path.name}: exercise {e.label} has no solution after it"
+        opening = text(cells[e.solution[0]])
+        assert f"{{solution-start}} {e.label}" in opening, f"{path.name}: the solution after {e.label} is not its own"
+        assert ":class: dropdown" in opening, f"{path.name}: the solution of {e.label} is not hidden"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_check_fails_on_the_empty_answer_before_any_solution(path):
+    cells = cells_of(path)
+    for e in find_exercises(cells):
+        learner_code = [k for k in range(e.start + 1, e.end) if cells[k]["cell_type"] == "code"]
+        if e.on_paper and not learner_code:  # answered on paper only; the hidden solution holds the worked answer
+            assert not e.checks, f"{path.name}: pencil-and-paper {e.label} checks an answer it has no cell for"
+            continue
+        assert learner_code, f"{path.name}: coding exercise {e.label} has no cell for the learner's answer"
+        assert e.checks, f"{path.name}: {e.label} has no check (a code cell tagged raises-exception) before its answer"
+        for k in e.checks:
+            errors = [o for o in cells[k].get("outputs", []) if o["output_type"] == "error"]
+            assert errors and errors[0]["ename"] == "CheckFailed", (
+                f"{path.name}: the check of {e.label} (cell {k}) does not fail with CheckFailed on the empty answer "
+                f"(stored outputs: {[o.get('ename', o['output_type']) for o in cells[k].get('outputs', [])]})")
+        start, stop = e.solution
+        solution_calls = set().union(*(called_names(text(cells[k])) for k in range(start, stop + 1)
+                                       if cells[k]["cell_type"] == "code"))
+        check_calls = set().union(*(called_names(text(cells[k])) for k in e.checks))
+        assert solution_calls & check_calls, (
+            f"{path.name}: the solution of {e.label} does not run its check ({sorted(check_calls)})")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_solutions_never_overwrite_or_feed_the_learner(path):
+    """A solution binds only its own names; no cell outside the solutions reads them (the student edition, which
+    deletes the solutions, must run as the full edition does)."""
+    cells = cells_of(path)
+    inside = in_solutions(cells)
+    code = {i: text(c) for i, c in enumerate(cells) if c["cell_type"] == "code"}
+    solution_names = set().union(set(), *(bound_names(code[i]) for i in code if i in inside))
+    learner_names = set().union(set(), *(bound_names(code[i]) for i in code if i not in inside))
+    overwritten = solution_names & learner_names
+    assert not overwritten, f"{path.name}: solutions redefine names the rest of the notebook defines: {overwritten}"
+    for i in code:
+        if i not in inside:
+            leaked = used_names(code[i]) & solution_names
+            assert not leaked, f"{path.name}: cell {i}, outside the solutions, reads names of solutions: {leaked}"
+
+
+def test_markers_pair_up():
+    for path in NOTEBOOKS:
+        cells = cells_of(path)
+        opened = sum(is_marker(c, "exercise-start") for c in cells)
+        assert opened == sum(is_marker(c, "exercise-end") for c in cells), f"{path.name}: unpaired exercise markers"
+        assert sum(is_marker(c, "solution-start") for c in cells) == sum(is_marker(c, "solution-end") for c in cells)

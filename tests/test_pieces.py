@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import tfm
-from tfm.check import CheckFailed, check_close, check_rows_sum_to_one, check_shape
+from tfm.check import CheckFailed, check_answer, check_close, check_rows_sum_to_one, check_shape, learner_code
 from tfm.data import Vocab, date_pairs, make_batch, random_batches, reverse_pairs, split_pairs
 
 
@@ -165,6 +165,49 @@ def test_self_checks_say_what_is_wrong(capsys):
         check_close(torch.tensor([float("nan")]), torch.ones(1))
     with pytest.raises(CheckFailed, match="sums to 2"):
         check_rows_sum_to_one(torch.ones(2, 2))
+
+
+def test_learner_code_turns_the_learner_s_errors_into_check_failures():
+    def stub():
+        raise NotImplementedError("your code here")
+
+    with pytest.raises(CheckFailed, match="fixed is not written yet"), learner_code("fixed"):
+        stub()
+    with pytest.raises(CheckFailed, match="fixed raised ZeroDivisionError: division by zero"), learner_code("fixed"):
+        _ = 1 / 0
+    with pytest.raises(CheckFailed, match="run the cell that defines fixed first"), learner_code("fixed"):
+        eval("undefined_name")
+    with pytest.raises(CheckFailed, match="^the original$"), learner_code("fixed"):
+        raise CheckFailed("the original")  # a failing check passes through unchanged
+    with learner_code("fixed"):  # no error: nothing happens
+        pass
+    # Jupyter shows only the message, wrapped, not a traceback through tfm
+    lines = CheckFailed("x " * 80)._render_traceback_()
+    assert lines[0].startswith("CheckFailed: x") and len(lines) == 2 and max(map(len, lines)) <= 100
+
+
+def test_check_answer_wants_the_exact_answer(capsys):
+    for unanswered in (None, ...):
+        with pytest.raises(CheckFailed, match="n is not answered yet"):
+            check_answer(unanswered, 3, name="n")
+    with pytest.raises(CheckFailed, match="n = 4 is not right: count the biases"):
+        check_answer(4, 3, name="n", hint="count the biases")
+    with pytest.raises(CheckFailed, match=r"n = \(2, 4\) is not right"):
+        check_answer((2, 4), (2, 3), name="n")
+    with pytest.raises(CheckFailed, match="is not right"):
+        check_answer(0.5001, 0.5, name="p")
+    check_answer([2, 3], (2, 3), name="shape")
+    check_answer(0.5 + 1e-9, 0.5, name="p")
+    assert capsys.readouterr().out == "✓ shape = [2, 3] is right\n✓ p = 0.500000001 is right\n"
+
+
+def test_schematics_ship_with_tfm():
+    names = tfm.viz.schematic_names()
+    assert {"qkv_flow", "head_split", "mask_pipeline"} <= set(names)
+    figure = tfm.viz.schematic("head_split")
+    assert figure.data.lstrip().startswith("<svg")
+    with pytest.raises(ValueError, match="no schematic named 'nope'; the schematics are"):
+        tfm.viz.schematic("nope")
 
 
 def test_seed_offset_shifts_every_seed(monkeypatch):

@@ -103,3 +103,17 @@ def test_notebook_math_uses_no_website_only_macros(path):
     text = "\n".join(source(c) for c in cells(path) if c["cell_type"] == "markdown")
     used = sorted({m for m in macros if re.search(rf"\\{m}(?![a-zA-Z])", text)})
     assert not used, f"{path.name} uses website-only macros {used}: write plain LaTeX (e.g. d_k, W_Q, \\top)"
+
+
+def test_course_plan_sessions_fit_ninety_minutes_with_slack():
+    guide = (ROOT / "appendices" / "instructor_guide.md").read_text(encoding="utf-8")
+    plan = guide.split("## A course plan", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in plan.splitlines()
+            if re.match(r"\| \d+ \|", line)]
+    assert len(rows) >= 6, "the course plan table has too few sessions"
+    for session, chapter, *minutes in rows:
+        reading, exercises, quiz, planned = (int(m) for m in minutes)
+        assert reading + exercises + quiz == planned, f"session {session} ({chapter}) does not add up"
+        assert planned <= 75, f"session {session} ({chapter}) plans {planned} of 90 minutes: leave 15 for slack"
+    chapters = {re.match(r"(\d+)\.", chapter).group(1) for _, chapter, *_ in rows}
+    assert chapters == {str(int(p.name[:2])) for p in sorted((ROOT / "chapters").glob("*.ipynb"))}, chapters

@@ -1,4 +1,4 @@
-"""Draw the book's schematic figures as SVG files in assets/.
+"""Draw the book's schematic figures as SVG files in src/tfm/schematics/ (shipped with tfm: `tfm.viz.schematic`).
 
 Run `python tools/figures.py` (or `make figures`) to redraw every figure. Each figure is one function below; change it
 and redraw. The output is deterministic (fixed SVG ids, no date, text kept as text), so a redraw that changes nothing
@@ -18,7 +18,8 @@ matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+# Inside the package, so that a chapter opened alone in Colab (tfm installed, no repository) can show them.
+ASSETS = Path(__file__).resolve().parent.parent / "src" / "tfm" / "schematics"
 
 plt.rcParams.update(
     {
@@ -66,7 +67,7 @@ def save(fig, name: str) -> None:
     ASSETS.mkdir(exist_ok=True)
     fig.savefig(ASSETS / name, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
-    print(f"wrote assets/{name}")
+    print(f"wrote src/tfm/schematics/{name}")
 
 
 def box(ax, x, y, w, h, text="", face="white", edge="black", size=11, lw=1.2, colour="black", **kwargs):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
@@ -10,6 +12,45 @@ from torch import Tensor
 
 class CheckFailed(AssertionError):
     """Raised by a self-check; the message explains the mismatch."""
+
+    def _render_traceback_(self) -> list[str]:
+        # Jupyter and Colab (IPython) show this instead of a traceback through tfm's code: the message is the point.
+        return textwrap.wrap(f"CheckFailed: {self}", width=100, subsequent_indent="    ")
+
+
+@contextmanager
+def learner_code(name: str) -> Iterator[None]:
+    """Run a check on the learner's ``name``; an error raised by their code becomes a CheckFailed that says so.
+
+    ``with learner_code("mha_fixed_1"): check_mha(mha_fixed_1)`` fails with "mha_fixed_1 is not written yet ..." while
+    the stub still raises NotImplementedError, instead of a traceback that starts in the check.
+    """
+    try:
+        yield
+    except CheckFailed:
+        raise
+    except NotImplementedError:
+        raise CheckFailed(f"{name} is not written yet: replace the line `raise NotImplementedError(...)` with your "
+                          "code, run that cell, then run this check again") from None
+    except NameError as error:
+        raise CheckFailed(f"{error}: run the cell that defines {name} first, then this check") from None
+    except Exception as error:  # the learner's code crashed: say where, keep the message
+        raise CheckFailed(f"{name} raised {type(error).__name__}: {error}") from None
+
+
+def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "") -> None:
+    """Fail unless ``got`` equals ``expected`` (a number, a tuple, a string); ``None`` or ``...`` means not answered."""
+    if got is None or got is Ellipsis:
+        raise CheckFailed(f"{name} is not answered yet: replace the ... with your answer and run that cell")
+    if isinstance(expected, float):
+        right = isinstance(got, int | float) and abs(got - expected) <= 1e-6 * max(1.0, abs(expected))
+    elif isinstance(expected, tuple):
+        right = isinstance(got, list | tuple) and tuple(got) == expected
+    else:
+        right = bool(got == expected)
+    if not right:
+        raise CheckFailed(f"{name} = {got!r} is not right" + (f": {hint}" if hint else ""))
+    print(f"✓ {name} = {got!r} is right")
 
 
 def check_shape(got: Tensor, expected: Sequence[int], name: str = "your result") -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -144,3 +145,24 @@ def plot_architecture(decoder: bool = True, ax: plt.Axes | None = None) -> plt.A
     ax.axis("off")
     ax.set_title("The Transformer (post-LN, as in the paper)" if decoder else "The encoder (post-LN)")
     return ax
+
+
+SCHEMATICS = Path(__file__).resolve().parent / "schematics"
+
+
+def schematic_names() -> list[str]:
+    """The schematic figures that ship with tfm (drawn by the repository's tools/figures.py)."""
+    return sorted(p.stem for p in SCHEMATICS.glob("*.svg"))
+
+
+def schematic(name: str):
+    """One of the book's schematic figures as an SVG image that Jupyter, Colab and the website all display.
+
+    The figures ship inside the package, so a chapter opened alone (in Colab, without the repository) shows them too.
+    """
+    path = SCHEMATICS / f"{name}.svg"
+    if not path.is_file():
+        raise ValueError(f"no schematic named {name!r}; the schematics are {schematic_names()}")
+    from IPython.display import SVG
+
+    return SVG(filename=str(path))

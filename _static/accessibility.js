@@ -1,0 +1,26 @@
+// pydata-sphinx-theme's search and colour-mode buttons have accessible names that leave out the text they show
+// (axe-core: label-content-name-mismatch, WCAG 2.5.3 "label in name"). The search buttons are named by the words they
+// show; the colour-mode button keeps its name ("Color mode") and its icons, decorative, are hidden from screen readers.
+(function () {
+  function nameButtonsAsShown() {
+    document.querySelectorAll(".search-button-field").forEach(function (button) {
+      button.setAttribute("aria-label", button.textContent.replace(/\s+/g, " ").trim());
+    });
+    document.querySelectorAll(".theme-switch-button .theme-switch").forEach(function (icon) {
+      icon.setAttribute("aria-hidden", "true");
+      icon.removeAttribute("role");
+      icon.removeAttribute("aria-labelledby");
+      icon.querySelectorAll("title").forEach(function (title) { title.remove(); });
+    });
+  }
+  // Font Awesome replaces the <i> icons by <svg> ones (with a <title>) at some point after the page has loaded.
+  var observer = new MutationObserver(nameButtonsAsShown);
+  function start() {
+    nameButtonsAsShown();
+    document.querySelectorAll(".theme-switch-button").forEach(function (button) {
+      observer.observe(button, { childList: true, subtree: true });
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
