@@ -46,7 +46,7 @@ def test_chapter_anatomy(path):
     text = "\n".join(source(c) for c in cells(path) if c["cell_type"] == "markdown")
     for heading in ("Learning objectives", "Exercises", "Summary", "References"):
         assert re.search(rf"^#+ .*{heading}", text, re.M | re.I), f"{path.name}: no '{heading}' section"
-    assert len(re.findall(r"```\{exercise\}", text)) >= 3, f"{path.name}: fewer than three exercises"
+    assert len(re.findall(r"```\{exercise-start\}", text)) >= 3, f"{path.name}: fewer than three exercises"
     assert len(re.findall(r"```\{solution-start\}", text)) >= 3, f"{path.name}: fewer than three hidden solutions"
     assert "{footbibliography}" in text, f"{path.name}: no footbibliography block"
     assert not re.search(r"\{cite(:\w+)?\}|\{bibliography\}", text), (
@@ -117,3 +117,14 @@ def test_course_plan_sessions_fit_ninety_minutes_with_slack():
         assert planned <= 75, f"session {session} ({chapter}) plans {planned} of 90 minutes: leave 15 for slack"
     chapters = {re.match(r"(\d+)\.", chapter).group(1) for _, chapter, *_ in rows}
     assert chapters == {str(int(p.name[:2])) for p in sorted((ROOT / "chapters").glob("*.ipynb"))}, chapters
+
+
+def test_glossary_has_sixty_terms_and_every_chapter_links_to_it():
+    glossary = (ROOT / "appendices" / "glossary.md").read_text(encoding="utf-8")
+    body = glossary.split("```{glossary}", 1)[1].split("\n```", 1)[0]
+    terms = [line.strip() for line in body.splitlines() if line and not line.startswith((" ", "\t"))]
+    assert len(terms) >= 60, f"the glossary has {len(terms)} terms"
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        markdown = "".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
+                           if c["cell_type"] == "markdown")
+        assert len(re.findall(r"\{term\}`", markdown)) >= 3, f"{path.name} links fewer than three glossary terms"

@@ -50,7 +50,7 @@ def test_student_notebook_runs_up_to_its_first_exercise(path, tmp_path):
     student = nbformat.read(write_student_edition(path, tmp_path), as_version=4)
 
     def first_exercise(nb) -> int:
-        return next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "{exercise}" in c.source)
+        return next(i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and "{exercise-start}" in c.source)
 
     cut = first_exercise(full)
     assert first_exercise(student) == cut, f"{path.name}: the student edition changed cells before the first exercise"

@@ -115,57 +115,75 @@ def grid(ax, x, y, rows, cols, cell, face="white", highlight_row=None, highlight
 # a. Chapter 1: one query token's path through attention (indices t = 0..4 as in chapter 1).
 # --------------------------------------------------------------------------------------------------------------------
 def qkv_flow() -> None:
-    # Chapter 1's worked example: its embeddings X and projections, and the query of "the" (row 0).
-    tokens = ["the", "cat", "sat", "on", "mat"]
-    X = [[1, 0, 1, 0], [0, 2, 0, 1], [1, 1, 0, 0], [0, 0, 1, 1], [0, 1, 0, 2]]
-    W_Q = [[1, 0], [0, 1], [1, 1], [0, -1]]
-    W_K = [[0, 1], [1, 0], [1, 0], [0, 1]]
-    query_index = 0
-    q = [sum(X[query_index][i] * W_Q[i][j] for i in range(4)) for j in range(2)]
-    keys = [[sum(x[i] * W_K[i][j] for i in range(4)) for j in range(2)] for x in X]
-    scores = [sum(a * b for a, b in zip(q, k, strict=True)) / math.sqrt(2) for k in keys]
+    # Chapter 1's worked example ("dogs chase the red ball"): its embeddings X, projections, and the query of
+    # "chase" (row 1). Every number drawn is computed here from X and the matrices, as chapter 1 computes it.
+    tokens = ["dogs", "chase", "the", "red", "ball"]
+    X = [[1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0.5, 0, 0, 0.5], [1, 0, 0, 0]]
+    W_Q = [[-1, -0.5], [0, 1], [1, 1], [2, -1]]
+    W_K = [[1, 0], [0, 1], [-1, 1], [-1, -1]]
+    W_V = [[1, 0], [0, 1], [0, 1], [0, 0]]
+    query_index = 1
+
+    def times(x, W):  # a row times a 4 x 2 matrix
+        return [sum(x[i] * W[i][j] for i in range(4)) for j in range(2)]
+
+    def pair(v, fmt="g"):
+        return "(" + ", ".join(format(c + 0.0, fmt).replace("-", "\u2212") for c in v) + ")"
+
+    q = times(X[query_index], W_Q)
+    keys = [times(x, W_K) for x in X]
+    values = [times(x, W_V) for x in X]
+    dots = [sum(a * b for a, b in zip(q, k, strict=True)) for k in keys]
+    scores = [d / math.sqrt(2) for d in dots]
     exps = [math.exp(s) for s in scores]
-    weights = [e / sum(exps) for e in exps]  # 0.11, 0.45, 0.11, 0.11, 0.22, as printed in chapter 1
-    fig, ax = new_figure(10.0, 5.6, font_scale=1.15)
+    weights = [e / sum(exps) for e in exps]  # 0.51, 0.12, 0.03, 0.09, 0.25, as printed in chapter 1
+    weighted = [[a * c for c in v] for a, v in zip(weights, values, strict=True)]
+    output = [sum(w[j] for w in weighted) for j in range(2)]  # (0.80, 0.63)
+    fig, ax = new_figure(11.4, 5.8, font_scale=1.1)
     n = len(tokens)
-    top = 4.4
+    top = 4.5
     step = 0.78
     ys = [top - i * step for i in range(n)]
 
     # Column headings.
-    heads = [(0.6, "token $x_t$"), (2.1, "key $k_t$"), (3.9, "score\n$q \\cdot k_t / \\sqrt{d_k}$"),
-             (5.55, "weight $a_t$"), (7.15, "value $v_t$"), (8.9, "$a_t\\,v_t$")]
+    heads = [(0.65, "token"), (2.2, "key $k_t$"), (4.05, "score\n$q \\cdot k_t / \\sqrt{d_k}$"),
+             (5.95, "weight $a_t$"), (7.75, "value $v_t$"), (9.85, "$a_t\\,v_t$")]
     for x, text in heads:
         ax.text(x, top + 0.62, text, ha="center", va="bottom", fontsize=fs(11), fontweight="bold")
 
-    # The query, drawn on the left of its own token row.
-    query_note = f"query token \u201c{tokens[query_index]}\u201d:  $q = x\\,W_Q$,\nthe same $q$ in every row"
-    ax.text(0.1, ys[-1] - 0.62, query_note, ha="left", va="center", fontsize=fs(10), color=ORANGE)
+    # The query, drawn below the token column.
+    query_note = (f"query of \u201c{tokens[query_index]}\u201d:  $q = x\\,W_Q$ = {pair(q)},\n"
+                  "the same $q$ in every row")
+    ax.text(0.1, ys[-1] - 0.66, query_note, ha="left", va="center", fontsize=fs(10), color=ORANGE)
 
     for j, (tok, y, a) in enumerate(zip(tokens, ys, weights, strict=True)):
         is_query = j == query_index
-        box(ax, 0.1, y - 0.28, 1.0, 0.56, f"\u201c{tok}\u201d", face=LIGHT_ORANGE if is_query else LIGHT_GREY)
-        box(ax, 1.6, y - 0.28, 1.0, 0.56, f"$k_{j}$", face=LIGHT_BLUE)
-        arrow(ax, (1.1, y), (1.6, y))
-        box(ax, 3.2, y - 0.28, 1.4, 0.56, f"$q \\cdot k_{j}$", face="white")
-        arrow(ax, (2.6, y), (3.2, y))
+        box(ax, 0.1, y - 0.28, 1.1, 0.56, f"\u201c{tok}\u201d", face=LIGHT_ORANGE if is_query else LIGHT_GREY)
+        box(ax, 1.65, y - 0.28, 1.1, 0.56, pair(keys[j]), face=LIGHT_BLUE, size=10)
+        arrow(ax, (1.2, y), (1.65, y))
+        dot = format(dots[j], "g").replace("-", "\u2212")
+        score = format(scores[j], ".2f").replace("-", "\u2212")
+        box(ax, 3.2, y - 0.28, 1.7, 0.56, f"{dot}/$\\sqrt{{2}}$ = {score}", face="white", size=10)
+        arrow(ax, (2.75, y), (3.2, y))
         # weight bar: width proportional to a_t
-        ax.add_patch(Rectangle((4.95, y - 0.2), 1.2, 0.4, facecolor="white", edgecolor=GREY, linewidth=0.8))
-        ax.add_patch(Rectangle((4.95, y - 0.2), 1.2 * a / max(weights), 0.4, facecolor=ORANGE, edgecolor="none"))
-        ax.text(6.2, y, f"{a:.2f}", ha="left", va="center", fontsize=fs(9))
-        box(ax, 6.7, y - 0.28, 0.9, 0.56, f"$v_{j}$", face=LIGHT_GREEN)
-        ax.text(7.85, y, "\u00d7", ha="center", va="center", fontsize=fs(14))
-        box(ax, 8.15, y - 0.28, 1.5, 0.56, f"$a_{j}\\,v_{j}$", face=LIGHT_GREEN)
+        ax.add_patch(Rectangle((5.3, y - 0.2), 1.1, 0.4, facecolor="white", edgecolor=GREY, linewidth=0.8))
+        ax.add_patch(Rectangle((5.3, y - 0.2), 1.1 * a / max(weights), 0.4, facecolor=ORANGE, edgecolor="none"))
+        ax.text(6.45, y, f"{a:.2f}", ha="left", va="center", fontsize=fs(10))
+        box(ax, 7.2, y - 0.28, 1.1, 0.56, pair(values[j]), face=LIGHT_GREEN, size=10)
+        ax.text(8.65, y, "\u00d7 $a_t$", ha="center", va="center", fontsize=fs(10))
+        box(ax, 9.05, y - 0.28, 1.6, 0.56, pair(weighted[j], ".2f"), face=LIGHT_GREEN, size=10)
 
     # Softmax bracket spanning the score column into the weight column.
-    ax.text(4.78, ys[-1] - 0.62, "softmax over $t$", ha="center", va="center", fontsize=fs(10), color=ORANGE)
-    ax.plot([4.72, 4.78, 4.78, 4.72], [ys[0] + 0.3, ys[0] + 0.3, ys[-1] - 0.3, ys[-1] - 0.3], color=ORANGE, lw=1.2)
+    ax.text(5.1, ys[-1] - 0.66, "softmax over $t$", ha="center", va="center", fontsize=fs(10), color=ORANGE)
+    ax.plot([5.05, 5.12, 5.12, 5.05], [ys[0] + 0.3, ys[0] + 0.3, ys[-1] - 0.3, ys[-1] - 0.3], color=ORANGE, lw=1.2)
 
     # The output: sum of the last column.
-    ax.plot([9.75, 9.85, 9.85, 9.75], [ys[0] + 0.3, ys[0] + 0.3, ys[-1] - 0.3, ys[-1] - 0.3], color="black", lw=1.2)
-    ax.text(8.9, ys[-1] - 0.62, "sum:  $z = \\sum_t a_t\\,v_t$", ha="center", va="center", fontsize=fs(11),
-            fontweight="bold")
-    ax.text(8.9, ys[-1] - 1.05, "weights $a_t \\geq 0$ sum to 1", ha="center", va="center", fontsize=fs(10), color=GREY)
+    ax.plot([10.75, 10.85, 10.85, 10.75], [ys[0] + 0.3, ys[0] + 0.3, ys[-1] - 0.3, ys[-1] - 0.3], color="black",
+            lw=1.2)
+    ax.text(9.6, ys[-1] - 0.66, f"sum:  $z = \\sum_t a_t\\,v_t$ = {pair(output, '.2f')}", ha="center", va="center",
+            fontsize=fs(11), fontweight="bold")
+    ax.text(9.6, ys[-1] - 1.1, "weights $a_t \\geq 0$ sum to 1", ha="center", va="center", fontsize=fs(10),
+            color=GREY)
     save(fig, "qkv_flow.svg")
 
 
@@ -313,16 +331,27 @@ def head_split() -> None:
 # d. Chapter 4: combining a padding mask and a causal mask, and what softmax makes of them.
 # --------------------------------------------------------------------------------------------------------------------
 def mask_pipeline() -> None:
+    # Chapter 4's worked example: the short sentence "dogs chase ball" padded to 4 with a zero vector, with chapter 1's
+    # embeddings and projections. Every number drawn is computed here, as chapter 4 computes it.
+    tokens = ["dogs", "chase", "ball", "pad"]
+    X = [[1, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]]  # the padding token is a zero vector
+    W_Q = [[-1, -0.5], [0, 1], [1, 1], [2, -1]]
+    W_K = [[1, 0], [0, 1], [-1, 1], [-1, -1]]
+
+    def times(x, W):  # a row times a 4 x 2 matrix
+        return [sum(x[i] * W[i][j] for i in range(4)) for j in range(2)]
+
+    queries, keys = [times(x, W_Q) for x in X], [times(x, W_K) for x in X]
+    scores = [[(q[0] * k[0] + q[1] * k[1]) / math.sqrt(2) for k in keys] for q in queries]  # Q K^T / sqrt(d_k)
     S = T = 4
-    c = 0.42
-    pad = [True, True, True, False]  # batch element b: its last key is padding
+    c = 0.5
+    pad = [True, True, True, False]  # the last key is padding
     causal = [[j <= i for j in range(S)] for i in range(T)]
     combined = [[causal[i][j] and pad[j] for j in range(S)] for i in range(T)]
-    scores = [[1.2, 0.3, -0.5, 0.8], [0.4, 1.5, 0.1, -0.2], [-0.3, 0.9, 0.6, 1.1], [0.7, -0.1, 0.2, 0.5]]
-    fig, ax = new_figure(8.0, 8.4)
+    fig, ax = new_figure(9.5, 9.0)
     w = S * c
-    col1, col2, col3 = 0.3, 3.05, 5.8
-    top1, top2 = 6.0, 3.0  # top edges of the two rows of 4 x 4 grids
+    col1, col2, col3 = 1.0, 4.15, 7.3
+    top1, top2 = 6.6, 3.4  # top edges of the two rows of 4 x 4 grids
 
     def tf(m):
         return [["T" if v else "F" for v in r] for r in m]
@@ -330,17 +359,30 @@ def mask_pipeline() -> None:
     def tf_colours(m):
         return [[LIGHT_BLUE if v else LIGHT_ORANGE for v in r] for r in m]
 
-    def titled(x, top, rows, title, shape, note=""):
-        ax.text(x + w / 2, top + 0.12, title, ha="center", va="bottom", fontsize=fs(11))
+    def number(v):
+        return format(v + 0.0, ".2f").replace("-", "\u2212")
+
+    def titled(x, top, rows, title, shape, note="", lift=0.12):
+        ax.text(x + w / 2, top + lift, title, ha="center", va="bottom", fontsize=fs(11))
         ax.text(x + w / 2, top - rows * c - 0.1, shape, ha="center", va="top", fontsize=fs(11))
         if note:
             ax.text(x + w / 2, top - rows * c - 0.45, note, ha="center", va="top", fontsize=fs(10), color=GREY)
 
+    def key_labels(x, top):
+        for j, token in enumerate(tokens):
+            ax.text(x + (j + 0.5) * c, top + 0.06, token, ha="center", va="bottom", fontsize=fs(9), color=GREY)
+
+    def query_labels(x, top):
+        for i, token in enumerate(tokens):
+            ax.text(x - 0.08, top - (i + 0.5) * c, token, ha="right", va="center", fontsize=fs(10), color=GREY)
+
     # Row 1: the two masks and their combination.
     pad_top = top1 + 1.55
     grid(ax, col1, pad_top, 1, S, c, values=tf([pad]), colours=tf_colours([pad]), size=11)
-    titled(col1, pad_top, 1, "padding mask, row $b$", "$(B, S) \\to (B, 1, 1, S)$")
+    key_labels(col1, pad_top)
+    titled(col1, pad_top, 1, "padding mask, row $b$", "$(B, S) \\to (B, 1, 1, S)$", lift=0.38)
     grid(ax, col1, top1, T, S, c, values=tf(causal), colours=tf_colours(causal), size=11)
+    query_labels(col1, top1)
     titled(col1, top1, T, "causal mask", "$(T, S)$")
     grid(ax, col2, top1, T, S, c, values=tf(combined), colours=tf_colours(combined), size=11)
     titled(col2, top1, T, "combined mask", "$(B, 1, T, S)$", "broadcasts over $h$")
@@ -349,9 +391,11 @@ def mask_pipeline() -> None:
     ax.text((col1 + w + col2) / 2, top1 - 2 * c - 0.12, "logical\nand", ha="center", va="top", fontsize=fs(10))
 
     # Row 2: scores, masked scores, weights.
-    grid(ax, col1, top2, T, S, c, values=[[f"{v:.1f}" for v in r] for r in scores], face=LIGHT_GREY, size=10)
-    titled(col1, top2, T, "scores", "$(B, h, T, S)$")
-    masked = [[f"{scores[i][j]:.1f}" if combined[i][j] else "$-\\infty$" for j in range(S)] for i in range(T)]
+    grid(ax, col1, top2, T, S, c, values=[[number(v) for v in r] for r in scores], face=LIGHT_GREY, size=10)
+    key_labels(col1, top2)
+    query_labels(col1, top2)
+    titled(col1, top2, T, "scores $QK^\\top / \\sqrt{d_k}$", "$(B, h, T, S)$", lift=0.38)
+    masked = [[number(scores[i][j]) if combined[i][j] else "$-\\infty$" for j in range(S)] for i in range(T)]
     colours = [[LIGHT_GREY if combined[i][j] else LIGHT_ORANGE for j in range(S)] for i in range(T)]
     grid(ax, col2, top2, T, S, c, values=masked, colours=colours, size=10)
     titled(col2, top2, T, "masked scores", "$(B, h, T, S)$")
@@ -370,10 +414,10 @@ def mask_pipeline() -> None:
     ax.text((col2 + w + col3) / 2, top2 - 2 * c + 0.1, "softmax\nover $S$", ha="center", va="bottom",
             fontsize=fs(10))
 
-    ax.text(0.3, 0.35,
-            "T = may attend, F = may not (tfm's convention). Query $i$ sees the keys $j \\leq i$\n"
-            "that are not padding; every masked entry gets weight exactly 0.",
-            ha="left", va="center", fontsize=fs(11))
+    note = ("T = may attend, F = may not (tfm's convention). Rows are queries, columns keys: "
+            "\u201cdogs chase ball\u201d\nand one padding token, with chapter 1's $X$, $W_Q$, $W_K$. "
+            "Query $i$ sees the keys $j \\leq i$ that are\nnot padding; every masked entry gets weight exactly 0.")
+    ax.text(0.3, 0.35, note, ha="left", va="center", fontsize=fs(11))
     save(fig, "mask_pipeline.svg")
 
 
@@ -381,7 +425,9 @@ FIGURES = [qkv_flow, scores_matrix, head_split, mask_pipeline]
 
 
 def main() -> None:
-    for draw in FIGURES:
+    import figures_model  # the model chapters' schematics (imported here: it imports this module's helpers)
+
+    for draw in FIGURES + figures_model.FIGURES:
         draw()
 
 
