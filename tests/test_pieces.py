@@ -175,7 +175,8 @@ def test_learner_code_turns_the_learner_s_errors_into_check_failures():
         stub()
     with pytest.raises(CheckFailed, match="fixed raised ZeroDivisionError: division by zero"), learner_code("fixed"):
         _ = 1 / 0
-    with pytest.raises(CheckFailed, match="run the cell that defines fixed first"), learner_code("fixed"):
+    with pytest.raises(CheckFailed, match="fixed raised NameError: name 'undefined_name' is not defined \\(a typo"), \
+            learner_code("fixed"):
         eval("undefined_name")
     with pytest.raises(CheckFailed, match="^the original$"), learner_code("fixed"):
         raise CheckFailed("the original")  # a failing check passes through unchanged
@@ -198,7 +199,15 @@ def test_check_answer_wants_the_exact_answer(capsys):
         check_answer(0.5001, 0.5, name="p")
     check_answer([2, 3], (2, 3), name="shape")
     check_answer(0.5 + 1e-9, 0.5, name="p")
-    assert capsys.readouterr().out == "✓ shape = [2, 3] is right\n✓ p = 0.500000001 is right\n"
+    check_answer(torch.tensor([0.67, 0.24]), (0.67, 0.24), name="w", atol=0.005)  # a tensor, float32 noise
+    assert capsys.readouterr().out == ("✓ shape = [2, 3] is right\n✓ p = 0.500000001 is right\n"
+                                       "✓ w = (0.6700000166893005, 0.23999999463558197) is right\n")
+    with pytest.raises(CheckFailed, match="close: give it to within 0.005"):
+        check_answer((0.68, 0.24), (0.665, 0.24), name="w", atol=0.005, hint="did you divide by sqrt(d_k)?")
+    with pytest.raises(CheckFailed, match="did you divide by sqrt"):
+        check_answer((0.87, 0.12), (0.67, 0.24), name="w", atol=0.005, hint="did you divide by sqrt(d_k)?")
+    with pytest.raises(CheckFailed, match="is not right"):
+        check_answer((0.67,), (0.67, 0.24), name="w", atol=0.005)
 
 
 def test_schematics_ship_with_tfm():

@@ -16,6 +16,8 @@ import matplotlib
 matplotlib.use("svg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib import patheffects  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
 # Inside the package, so that a chapter opened alone in Colab (tfm installed, no repository) can show them.
@@ -111,79 +113,134 @@ def grid(ax, x, y, rows, cols, cell, face="white", highlight_row=None, highlight
                         fontsize=fs(size))
 
 
+def story():
+    """The book's worked example (guide: "dogs chase the red ball"): tokens, X (T x d_model) and the projections of
+    chapter 1 (d_model x d_k), as numpy arrays. Chapters 1-4 compute with these; the figures recompute from them."""
+    tokens = ["dogs", "chase", "the", "red", "ball"]
+    X = np.array([[1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0.5, 0, 0, 0.5], [1, 0, 0, 0]], dtype=float)
+    W_Q = np.array([[-1, -0.5], [0, 1], [1, 1], [2, -1]], dtype=float)
+    W_K = np.array([[1, 0], [0, 1], [-1, 1], [-1, -1]], dtype=float)
+    W_V = np.array([[1, 0], [0, 1], [0, 1], [0, 0]], dtype=float)
+    return tokens, X, W_Q, W_K, W_V
+
+
+def softmax_rows(scores, allowed=None):
+    """Row-wise softmax; entries where `allowed` is False get weight exactly 0 (the -inf of a mask)."""
+    scores = np.asarray(scores, dtype=float)
+    if allowed is not None:
+        scores = np.where(allowed, scores, -np.inf)
+    e = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def num(v, fmt=".2f") -> str:
+    """A number as drawn: fixed format, a true minus sign, no negative zero."""
+    return format(float(v) + 0.0, fmt).replace("-", "\u2212")
+
+
+def vec(v, fmt="g") -> str:
+    return "(" + ", ".join(num(c, fmt) for c in v) + ")"
+
+
+def halo_line(ax, xs, ys, colour, lw=1.6, zorder=3):
+    """A line drawn over a white halo, so that a line it crosses is visibly interrupted (no junction)."""
+    ax.plot(xs, ys, color=colour, lw=lw, zorder=zorder, solid_capstyle="butt",
+            path_effects=[patheffects.Stroke(linewidth=lw + 5, foreground="white"), patheffects.Normal()])
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # a. Chapter 1: one query token's path through attention (indices t = 0..4 as in chapter 1).
 # --------------------------------------------------------------------------------------------------------------------
 def qkv_flow() -> None:
-    # Chapter 1's worked example ("dogs chase the red ball"): its embeddings X, projections, and the query of
-    # "chase" (row 1). Every number drawn is computed here from X and the matrices, as chapter 1 computes it.
-    tokens = ["dogs", "chase", "the", "red", "ball"]
-    X = [[1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1], [0.5, 0, 0, 0.5], [1, 0, 0, 0]]
-    W_Q = [[-1, -0.5], [0, 1], [1, 1], [2, -1]]
-    W_K = [[1, 0], [0, 1], [-1, 1], [-1, -1]]
-    W_V = [[1, 0], [0, 1], [0, 1], [0, 0]]
-    query_index = 1
+    # Chapter 1's worked example: every number drawn is computed here from X and the matrices, as chapter 1 does.
+    tokens, X, W_Q, W_K, W_V = story()
+    query_index = tokens.index("chase")
+    q = X[query_index] @ W_Q  # (d_k,) = (1, 1)
+    keys, values = X @ W_K, X @ W_V  # (T, d_k) each
+    dots = keys @ q  # (T,): 2, 0, -2, -0.5, 1
+    scores = dots / math.sqrt(W_Q.shape[1])
+    weights = softmax_rows(scores[None])[0]  # 0.51, 0.12, 0.03, 0.09, 0.25, as printed in chapter 1
+    weighted = weights[:, None] * values  # (T, d_v)
+    output = weighted.sum(axis=0)  # (0.80, 0.63)
 
-    def times(x, W):  # a row times a 4 x 2 matrix
-        return [sum(x[i] * W[i][j] for i in range(4)) for j in range(2)]
-
-    def pair(v, fmt="g"):
-        return "(" + ", ".join(format(c + 0.0, fmt).replace("-", "\u2212") for c in v) + ")"
-
-    q = times(X[query_index], W_Q)
-    keys = [times(x, W_K) for x in X]
-    values = [times(x, W_V) for x in X]
-    dots = [sum(a * b for a, b in zip(q, k, strict=True)) for k in keys]
-    scores = [d / math.sqrt(2) for d in dots]
-    exps = [math.exp(s) for s in scores]
-    weights = [e / sum(exps) for e in exps]  # 0.51, 0.12, 0.03, 0.09, 0.25, as printed in chapter 1
-    weighted = [[a * c for c in v] for a, v in zip(weights, values, strict=True)]
-    output = [sum(w[j] for w in weighted) for j in range(2)]  # (0.80, 0.63)
-    fig, ax = new_figure(11.4, 5.8, font_scale=1.1)
-    n = len(tokens)
-    top = 4.5
-    step = 0.78
-    ys = [top - i * step for i in range(n)]
+    width, height = 12.45, 7.85
+    fig, ax = new_figure(width, height, font_scale=1.35)
+    pitch = 1.08
+    ys = [height - 2.45 - t * pitch for t in range(len(tokens))]  # row centres
+    lane = 0.22  # the key lane above a row's centre, the value lane below it
+    bh = 0.38  # height of a key, value or score box
+    x_x, w_x = 0.5, 1.75  # token vectors x_t
+    x_kv, w_kv = 2.95, 1.15  # keys and values
+    x_s, w_s = 4.7, 2.1  # scores
+    x_bus = x_s + 0.22  # the query's bus line enters every score box from above
+    x_w, w_w = 7.25, 0.85  # weight bars
+    x_p, w_p = 9.0, 1.5  # a_t v_t
+    x_z = 10.9  # the output z
 
     # Column headings.
-    heads = [(0.65, "token"), (2.2, "key $k_t$"), (4.05, "score\n$q \\cdot k_t / \\sqrt{d_k}$"),
-             (5.95, "weight $a_t$"), (7.75, "value $v_t$"), (9.85, "$a_t\\,v_t$")]
-    for x, text in heads:
-        ax.text(x, top + 0.62, text, ha="center", va="bottom", fontsize=fs(11), fontweight="bold")
+    head_y = ys[0] + 0.62
+    for x, text in [(x_x + w_x / 2, "token $x_t$\n(row $t$ of $X$)"), (x_kv + w_kv / 2, "key $k_t$\nvalue $v_t$"),
+                    (x_s + w_s / 2 + 0.2, "score\n$q \\cdot k_t / \\sqrt{d_k}$"),
+                    (x_w + 0.6, "weight $a_t$\n(softmax over $t$)"), (x_p + w_p / 2, "$a_t\\,v_t$")]:
+        ax.text(x, head_y, text, ha="center", va="bottom", fontsize=fs(10.5), fontweight="bold", linespacing=1.3)
 
-    # The query, drawn below the token column.
-    query_note = (f"query of \u201c{tokens[query_index]}\u201d:  $q = x\\,W_Q$ = {pair(q)},\n"
-                  "the same $q$ in every row")
-    ax.text(0.1, ys[-1] - 0.66, query_note, ha="left", va="center", fontsize=fs(10), color=ORANGE)
+    for t, (tok, y) in enumerate(zip(tokens, ys, strict=True)):
+        is_query = t == query_index
+        box(ax, x_x, y - 0.42, w_x, 0.84, f"\u201c{tok}\u201d\n{vec(X[t])}", size=10,
+            face=LIGHT_ORANGE if is_query else LIGHT_GREY, linespacing=1.5)
+        # The two projections of every token: its key and its value.
+        for sign, W_name, out, face in [(1, "K", keys[t], LIGHT_BLUE), (-1, "V", values[t], LIGHT_GREEN)]:
+            yl = y + sign * lane
+            arrow(ax, (x_x + w_x, yl), (x_kv, yl))
+            ax.text(x_x + w_x + 0.35, yl + sign * 0.04, f"$\\cdot W_{W_name}$", ha="center",
+                    va="bottom" if sign > 0 else "top", fontsize=fs(9.5))
+            box(ax, x_kv, yl - bh / 2, w_kv, bh, vec(out), face=face, size=10)
+        # key -> score (upper lane); the value rides the lower lane to the product, under the score and the weight.
+        arrow(ax, (x_kv + w_kv, y + lane), (x_s, y + lane))
+        box(ax, x_s, y + lane - bh / 2, w_s, bh, f"{num(dots[t], 'g')}/$\\sqrt{{2}}$ = {num(scores[t])}", size=10)
+        ax.plot([x_kv + w_kv, x_p - 0.1], [y - lane, y - lane], color=GREEN, lw=1.4, zorder=1)
+        arrow(ax, (x_p - 0.4, y - lane), (x_p, y - lane), colour=GREEN, lw=1.4)
+        # score -> weight bar (width proportional to a_t) -> product
+        arrow(ax, (x_s + w_s, y + lane), (x_w, y + lane))
+        ax.add_patch(Rectangle((x_w, y + lane - 0.15), w_w, 0.3, facecolor="white", edgecolor=GREY, linewidth=0.8))
+        ax.add_patch(Rectangle((x_w, y + lane - 0.15), w_w * weights[t] / weights.max(), 0.3, facecolor=ORANGE,
+                               edgecolor="none"))
+        ax.text(x_w + w_w + 0.06, y + lane, num(weights[t]), ha="left", va="center", fontsize=fs(10))
+        arrow(ax, (x_w + w_w + 0.5, y + lane), (x_p, y + lane))
+        box(ax, x_p, y - 0.42, w_p, 0.84, vec(weighted[t], ".2f"), face=LIGHT_GREEN, size=10)
 
-    for j, (tok, y, a) in enumerate(zip(tokens, ys, weights, strict=True)):
-        is_query = j == query_index
-        box(ax, 0.1, y - 0.28, 1.1, 0.56, f"\u201c{tok}\u201d", face=LIGHT_ORANGE if is_query else LIGHT_GREY)
-        box(ax, 1.65, y - 0.28, 1.1, 0.56, pair(keys[j]), face=LIGHT_BLUE, size=10)
-        arrow(ax, (1.2, y), (1.65, y))
-        dot = format(dots[j], "g").replace("-", "\u2212")
-        score = format(scores[j], ".2f").replace("-", "\u2212")
-        box(ax, 3.2, y - 0.28, 1.7, 0.56, f"{dot}/$\\sqrt{{2}}$ = {score}", face="white", size=10)
-        arrow(ax, (2.75, y), (3.2, y))
-        # weight bar: width proportional to a_t
-        ax.add_patch(Rectangle((5.3, y - 0.2), 1.1, 0.4, facecolor="white", edgecolor=GREY, linewidth=0.8))
-        ax.add_patch(Rectangle((5.3, y - 0.2), 1.1 * a / max(weights), 0.4, facecolor=ORANGE, edgecolor="none"))
-        ax.text(6.45, y, f"{a:.2f}", ha="left", va="center", fontsize=fs(10))
-        box(ax, 7.2, y - 0.28, 1.1, 0.56, pair(values[j]), face=LIGHT_GREEN, size=10)
-        ax.text(8.65, y, "\u00d7 $a_t$", ha="center", va="center", fontsize=fs(10))
-        box(ax, 9.05, y - 0.28, 1.6, 0.56, pair(weighted[j], ".2f"), face=LIGHT_GREEN, size=10)
+    # The query: x_chase W_Q, carried from the row of "chase" round the left margin to its box, then down a bus line
+    # into every score box (over a white halo where it crosses the value lanes).
+    y_q = height - 0.5
+    x_margin = 0.22
+    q_left, q_w = x_bus - 1.45, 2.9
+    route_x = [x_x, x_margin, x_margin, q_left]
+    route_y = [ys[query_index], ys[query_index], y_q, y_q]
+    halo_line(ax, route_x[:-1] + [q_left - 0.1], route_y, ORANGE)
+    arrow(ax, (q_left - 0.3, y_q), (q_left, y_q), colour=ORANGE, lw=1.6)
+    ax.text((x_margin + q_left) / 2, y_q + 0.06, "$\\cdot W_Q$", ha="center", va="bottom", fontsize=fs(10.5),
+            color=ORANGE)
+    box(ax, q_left, y_q - 0.25, q_w, 0.5, f"query  $q = x_{{\\mathrm{{chase}}}} W_Q$ = {vec(q)}", face=LIGHT_ORANGE,
+        edge=ORANGE, size=10.5)
+    top = y_q - 0.25
+    for y in ys:
+        box_top = y + lane + bh / 2
+        halo_line(ax, [x_bus, x_bus], [top, box_top + 0.1], ORANGE)
+        arrow(ax, (x_bus, box_top + 0.25), (x_bus, box_top), colour=ORANGE, lw=1.6)
+        top = y + lane - bh / 2
+    ax.text(q_left + q_w + 0.25, y_q - 0.15, "Every token has a query $x_t W_Q$;\nthis figure follows\nthe query of "
+            "\u201cchase\u201d.", ha="left", va="center", fontsize=fs(10), color=GREY, linespacing=1.4)
 
-    # Softmax bracket spanning the score column into the weight column.
-    ax.text(5.1, ys[-1] - 0.66, "softmax over $t$", ha="center", va="center", fontsize=fs(10), color=ORANGE)
-    ax.plot([5.05, 5.12, 5.12, 5.05], [ys[0] + 0.3, ys[0] + 0.3, ys[-1] - 0.3, ys[-1] - 0.3], color=ORANGE, lw=1.2)
-
-    # The output: sum of the last column.
-    ax.plot([10.75, 10.85, 10.85, 10.75], [ys[0] + 0.3, ys[0] + 0.3, ys[-1] - 0.3, ys[-1] - 0.3], color="black",
-            lw=1.2)
-    ax.text(9.6, ys[-1] - 0.66, f"sum:  $z = \\sum_t a_t\\,v_t$ = {pair(output, '.2f')}", ha="center", va="center",
-            fontsize=fs(11), fontweight="bold")
-    ax.text(9.6, ys[-1] - 1.1, "weights $a_t \\geq 0$ sum to 1", ha="center", va="center", fontsize=fs(10),
-            color=GREY)
+    # The output: the sum of the last column.
+    y_top, y_bottom = ys[0] + 0.42, ys[-1] - 0.42
+    ax.plot([x_p + w_p + 0.08, x_p + w_p + 0.18, x_p + w_p + 0.18, x_p + w_p + 0.08],
+            [y_top, y_top, y_bottom, y_bottom], color="black", lw=1.2)
+    y_mid = (y_top + y_bottom) / 2
+    arrow(ax, (x_p + w_p + 0.18, y_mid), (x_z, y_mid))
+    box(ax, x_z, y_mid - 0.5, width - x_z - 0.08, 1.0, f"$z$ =\n{vec(output, '.2f')}", face=LIGHT_GREEN, size=10,
+        fontweight="bold", linespacing=1.5)
+    ax.text(x_x, ys[-1] - 0.75, "$z = \\sum_t a_t\\,v_t$: the weights $a_t \\geq 0$ sum to 1, so $z$ is a weighted "
+            "average of the values.", ha="left", va="center", fontsize=fs(10.5))
     save(fig, "qkv_flow.svg")
 
 
@@ -191,56 +248,116 @@ def qkv_flow() -> None:
 # b. Chapter 2: the same computation as matrix products.
 # --------------------------------------------------------------------------------------------------------------------
 def scores_matrix() -> None:
-    fig, ax = new_figure(11.0, 4.6, font_scale=1.25)
-    c = 0.32  # cell size
-    T, S, dk, dv = 4, 5, 3, 3
-    row, col = 1, 3  # the highlighted query row and key column
-    top = 3.5
+    # Chapter 2's matrix form of the worked example: Q = X W_Q, K = X W_K, V = X W_V, all five tokens at once.
+    # Every number drawn is computed here (numpy) from the example's X and matrices.
+    tokens, X, W_Q, W_K, W_V = story()
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V  # (T, d_k), (S, d_k), (S, d_v)
+    d_k = Q.shape[1]
+    scores = Q @ K.T / math.sqrt(d_k)  # (T, S)
+    A = softmax_rows(scores)  # (T, S), rows sum to 1
+    Z = A @ V  # (T, d_v)
+    T, S = scores.shape
+    row, col = tokens.index("chase"), tokens.index("dogs")  # the highlighted query and key
 
-    def label(x, w, name, shape):
-        ax.text(x + w / 2, top + 0.18, name, ha="center", va="bottom", fontsize=fs(13))
-        ax.text(x + w / 2, top - 0.15 - max(T, dk) * c - 0.05, shape, ha="center", va="top", fontsize=fs(10))
+    c = 0.56  # cell size
+    width, height = 11.85, 9.95
+    fig, ax = new_figure(width, height, font_scale=1.3)
+    x_Q = 1.0
+    x_S = x_Q + d_k * c + 0.9
+    x_A = x_S + S * c + 1.3
+    x_Z = x_A + S * c + 0.55
+    y_low = 5.4  # top edge of Q, the scores, A and Z
+    y_up = y_low + 1.05 + S * c  # top edge of K and V
+    y_KT = y_low + 1.05 + d_k * c  # top edge of K^T (its bottom level with K's)
+    PURPLE_TINT = "#cbc9e2"
 
-    def op(x, text):
-        ax.text(x, top - 2 * c, text, ha="center", va="center", fontsize=fs(14))
+    def row_labels(x, top, colour=GREY, size=10):
+        for i, tok in enumerate(tokens):
+            ax.text(x - 0.08, top - (i + 0.5) * c, tok, ha="right", va="center", fontsize=fs(size), color=colour)
 
-    x = 0.3
-    grid(ax, x, top, T, dk, c, face=LIGHT_GREY, highlight_row=row, hl_face=LIGHT_ORANGE)
-    label(x, dk * c, "$Q$", "$(T, d_k)$")
-    x += dk * c + 0.35
-    op(x - 0.17, "\u00d7")
-    grid(ax, x, top, dk, S, c, face=LIGHT_GREY, highlight_col=col, hl_face=LIGHT_BLUE)
-    label(x, S * c, "$K^\\top$", "$(d_k, S)$")
-    x += S * c + 0.45
-    op(x - 0.22, "=")
+    def col_labels(x, top, size=9.5):
+        for j, tok in enumerate(tokens):
+            ax.text(x + (j + 0.5) * c, top + 0.06, tok, ha="center", va="bottom", fontsize=fs(size), color=GREY,
+                    rotation=0)
+
+    def cells(M, fmt):
+        return [[num(v, fmt) for v in r] for r in M]
+
+    def under(x, w, top, rows, text):
+        ax.text(x + w / 2, top - rows * c - 0.1, text, ha="center", va="top", fontsize=fs(10.5), linespacing=1.3)
+
+    # K and its transpose: row j of K becomes column j of K^T.
+    colours = [[LIGHT_BLUE if i == col else LIGHT_GREY for _ in range(d_k)] for i in range(S)]
+    grid(ax, x_Q, y_up, S, d_k, c, values=cells(K, "g"), colours=colours, size=8.5)
+    row_labels(x_Q, y_up)
+    ax.text(x_Q + d_k * c / 2, y_up + 0.1, "$K$  (5 \u00d7 2)\nrow $j$ = key $k_j$", ha="center", va="bottom",
+            fontsize=fs(10.5), linespacing=1.3)
+    colours = [[LIGHT_BLUE if j == col else LIGHT_GREY for j in range(S)] for _ in range(d_k)]
+    grid(ax, x_S, y_KT, d_k, S, c, values=cells(K.T, "g"), colours=colours, size=8.5)
+    col_labels(x_S, y_KT)
+    ax.text(x_S + S * c / 2, y_KT + 0.42, "$K^\\top$  (2 \u00d7 5): column $j$ = key $k_j$", ha="center",
+            va="bottom", fontsize=fs(10.5))
+    arrow(ax, (x_Q + d_k * c + 0.08, y_KT - c), (x_S - 0.08, y_KT - c))
+    ax.text((x_Q + d_k * c + x_S) / 2, y_KT - c + 0.08, "transpose", ha="center", va="bottom", fontsize=fs(9))
+
+    # Q times K^T: row i of Q meets column j of K^T in cell (i, j) of the scores (drawn in Falk's scheme).
+    colours = [[LIGHT_ORANGE if i == row else LIGHT_GREY for _ in range(d_k)] for i in range(T)]
+    grid(ax, x_Q, y_low, T, d_k, c, values=cells(Q, "g"), colours=colours, size=8.5)
+    row_labels(x_Q, y_low, colour="black")
+    ax.text(x_Q - 0.08, y_low + 0.1, "queries", ha="right", va="bottom", fontsize=fs(10), color=GREY)
+    under(x_Q, d_k * c, y_low, T, "$Q$\n(5 \u00d7 2)")
     colours = [[LIGHT_GREY] * S for _ in range(T)]
-    colours[row][col] = GREEN
-    grid(ax, x, top, T, S, c, colours=colours)
-    label(x, S * c, "scores $Q K^\\top / \\sqrt{d_k}$", "$(T, S)$")
-    x += S * c + 1.1
-    arrow(ax, (x - 0.95, top - 2 * c), (x - 0.15, top - 2 * c))
-    ax.text(x - 0.55, top - 2 * c + 0.15, "softmax\nrow by row", ha="center", va="bottom", fontsize=fs(9))
-    grid(ax, x, top, T, S, c, face=LIGHT_GREY, highlight_row=row, hl_face=LIGHT_ORANGE)
-    label(x, S * c, "$A$", "$(T, S)$, rows sum to 1")
-    x += S * c + 0.35
-    op(x - 0.17, "\u00d7")
-    grid(ax, x, top, S, dv, c, face=LIGHT_GREEN)
-    ax.text(x + dv * c / 2, top + 0.18, "$V$", ha="center", va="bottom", fontsize=fs(13))
-    ax.text(x + dv * c / 2, top - S * c - 0.1, "$(S, d_v)$", ha="center", va="top", fontsize=fs(10))
-    x += dv * c + 0.45
-    op(x - 0.22, "=")
-    grid(ax, x, top, T, dv, c, face=LIGHT_GREY, highlight_row=row, hl_face=LIGHT_ORANGE)
-    label(x, dv * c, "$Z$", "$(T, d_v)$")
+    for j in range(S):
+        colours[row][j] = LIGHT_ORANGE
+    for i in range(T):
+        colours[i][col] = LIGHT_BLUE
+    colours[row][col] = PURPLE_TINT
+    grid(ax, x_S, y_low, T, S, c, values=cells(scores, ".2f"), colours=colours, size=8.5)
+    ax.add_patch(Rectangle((x_S + col * c, y_low - (row + 1) * c), c, c, facecolor="none", edgecolor="black",
+                           linewidth=2.4))
+    # Dashed guides: the row of Q and the column of K^T run on into the cell where they meet.
+    y_row = y_low - (row + 0.5) * c
+    ax.plot([x_Q + d_k * c + 0.05, x_S - 0.05], [y_row, y_row], color=ORANGE, lw=1.6, ls=(0, (4, 3)))
+    x_col = x_S + (col + 0.5) * c
+    ax.plot([x_col, x_col], [y_KT - d_k * c - 0.05, y_low + 0.05], color=BLUE, lw=1.6, ls=(0, (4, 3)))
+    under(x_S, S * c, y_low, T, "scores $Q K^\\top / \\sqrt{d_k}$\n(5 \u00d7 5)")
 
-    # Explain the highlighted cells: a colour key instead of arrows that would cross the grids.
-    ax.add_patch(Rectangle((0.3, 0.95), 0.24, 0.24, facecolor=GREEN, edgecolor="black", linewidth=0.8))
-    ax.text(0.7, 1.07,
-            "one score $q_i \\cdot k_j$ = row $i$ of $Q$ $\\cdot$ column $j$ of $K^\\top$: how much query $i$ attends"
-            " to key $j$",
-            ha="left", va="center", fontsize=fs(11))
-    ax.add_patch(Rectangle((0.3, 0.41), 0.24, 0.24, facecolor=LIGHT_ORANGE, edgecolor="black", linewidth=0.8))
-    ax.text(0.7, 0.53, "row $i$ of $A$ (its weights over the $S$ keys) mixes the rows of $V$ into row $i$ of $Z$",
-            ha="left", va="center", fontsize=fs(11))
+    # Softmax row by row, then A V = Z (again in Falk's scheme: V above Z).
+    y_mid = y_low - T * c / 2
+    arrow(ax, (x_S + S * c + 0.1, y_mid), (x_A - 0.1, y_mid))
+    ax.text((x_S + S * c + x_A) / 2, y_mid + 0.1, "softmax\nrow by row", ha="center", va="bottom",
+            fontsize=fs(10), linespacing=1.2)
+    colours = [[LIGHT_ORANGE if i == row else LIGHT_GREY for _ in range(S)] for i in range(T)]
+    grid(ax, x_A, y_low, T, S, c, values=cells(A, ".2f"), colours=colours, size=8.5)
+    col_labels(x_A, y_low)
+    under(x_A, S * c, y_low, T, "weights $A$ (5 \u00d7 5)\nevery row sums to 1")
+    grid(ax, x_Z, y_up, S, d_k, c, values=cells(V, "g"), face=LIGHT_GREEN, size=8.5)
+    row_labels(x_Z, y_up)
+    ax.text(x_Z + d_k * c / 2, y_up + 0.1, "$V$  (5 \u00d7 2)\nrow $j$ = value $v_j$", ha="center", va="bottom",
+            fontsize=fs(10.5), linespacing=1.3)
+    colours = [[LIGHT_ORANGE if i == row else LIGHT_GREY for _ in range(d_k)] for i in range(T)]
+    grid(ax, x_Z, y_low, T, d_k, c, values=cells(Z, ".2f"), colours=colours, size=8.5)
+    ax.plot([x_A + S * c + 0.05, x_Z - 0.05], [y_row, y_row], color=ORANGE, lw=1.6, ls=(0, (4, 3)))
+    under(x_Z, d_k * c, y_low, T, "$Z = AV$\n(5 \u00d7 2)")
+
+    ax.text(x_S + S * c + 0.35, y_up - 0.1,
+            "How to read a product $LR$ here:\nthe left factor $L$ stands to the left\nof the result, the right factor"
+            " $R$\nabove it; cell $(i, j)$ of the result =\nrow $i$ of $L$ $\\cdot$ column $j$ of $R$.", ha="left",
+            va="top", fontsize=fs(9.5), color=GREY, linespacing=1.4)
+
+    # Key: what the highlighted cells say, with the example's numbers.
+    q, k = Q[row], K[col]
+    ys = [1.45, 0.9, 0.35]
+    for y, face in zip(ys, [PURPLE_TINT, LIGHT_ORANGE, LIGHT_ORANGE], strict=True):
+        ax.add_patch(Rectangle((0.3, y - 0.12), 0.24, 0.24, facecolor=face, edgecolor="black", linewidth=0.8))
+    ax.text(0.7, ys[0], f"$q_i \\cdot k_j / \\sqrt{{d_k}}$: row \u201cchase\u201d of $Q$ {vec(q)} meets column "
+            f"\u201cdogs\u201d of $K^\\top$ {vec(k)}: {num(q @ k, 'g')}/$\\sqrt{{2}}$ = {num(scores[row, col])}",
+            ha="left", va="center", fontsize=fs(10.5))
+    ax.text(0.7, ys[1], "row \u201cchase\u201d of $A$: the softmax of its row of scores, over the keys "
+            + ", ".join(tokens), ha="left", va="center", fontsize=fs(10.5))
+    ax.text(0.7, ys[2], f"row \u201cchase\u201d of $Z$ = {num(A[row, 0])}$\\,v_{{\\mathrm{{dogs}}}}$ + "
+            f"{num(A[row, 1])}$\\,v_{{\\mathrm{{chase}}}}$ + \u2026 + {num(A[row, 4])}$\\,v_{{\\mathrm{{ball}}}}$"
+            f" = {vec(Z[row], '.2f')}", ha="left", va="center", fontsize=fs(10.5))
     save(fig, "scores_matrix.svg")
 
 
@@ -248,82 +365,119 @@ def scores_matrix() -> None:
 # c. Chapter 3: splitting d_model into h heads and joining them again.
 # --------------------------------------------------------------------------------------------------------------------
 def head_split() -> None:
-    h, dk, T = 4, 2, 3
-    c = 0.2
-    fig, ax = new_figure(9.8, 5.6, font_scale=1.2)
-    mid = 3.7  # vertical centre of the main row
-    top = mid + T * c / 2
+    # Chapter 3's story: "dogs chase the red ball" (T = 5, d_model = 4) split over h = 2 heads of d_k = 2.
+    tokens, X, _, _, _ = story()
+    T, d_model = X.shape
+    h = 2
+    dk = d_model // h
+    c = 0.3  # cell size
+    width, height = 12.6, 8.35
+    fig, ax = new_figure(width, height, font_scale=1.45)
+    head_face = HEAD_COLOURS[:h]  # the input's colours: head 0 blue, head 1 orange
+    out_face = [LIGHT_GREEN, "#dadaeb"]  # the heads' outputs: new colours (green, purple tints) and hatching
+    out_hatch = ["////", "\\\\\\\\"]
+    lanes = [6.3, 3.2]  # vertical centres of head 0's and head 1's lanes
+    mid = sum(lanes) / 2
 
-    def slab(x, y, colours, title, shape):
-        """A (T, d_model) slab with its top-left corner at (x, y)."""
-        grid(ax, x, y, T, h * dk, c, colours=colours)
-        ax.text(x + h * dk * c / 2, y + 0.12, title, ha="center", va="bottom", fontsize=fs(10))
-        ax.text(x + h * dk * c / 2, y - T * c - 0.1, shape, ha="center", va="top", fontsize=fs(10))
-        return x + h * dk * c
+    def token_labels(x, top, pitch=c, size=9):
+        for i, tok in enumerate(tokens):
+            ax.text(x - 0.07, top - i * pitch - c / 2, tok, ha="right", va="center", fontsize=fs(size))
 
-    def step(x0, x1, text, above=False):
-        arrow(ax, (x0 + 0.08, mid), (x1 - 0.08, mid))
-        y, va = (mid + 0.1, "bottom") if above else (mid - 0.12, "top")
-        ax.text((x0 + x1) / 2, y, text, ha="center", va=va, fontsize=fs(10))
+    def caption(x, y, text, va="top", size=10, colour="black", ha="center"):
+        ax.text(x, y, text, ha=ha, va=va, fontsize=fs(size), color=colour, linespacing=1.3)
 
-    by_head = [[HEAD_COLOURS[j // dk] for j in range(h * dk)] for _ in range(T)]
+    def hatched(x, top, rows, cols, faces, hatches):
+        for r in range(rows):
+            for j in range(cols):
+                ax.add_patch(Rectangle((x + j * c, top - (r + 1) * c), c, c, facecolor=faces[j], edgecolor="black",
+                                       linewidth=0.8, hatch=hatches[j]))
 
-    # 1. input (B, T, d_model): the columns fall into h blocks of d_k
-    x = 0.2
-    end = slab(x, top, by_head, "$d_{\\mathrm{model}} = h \\cdot d_k$", "$(B, T, d_{\\mathrm{model}})$")
-    ax.text(x, top + 0.75, "projected $Q$ (the same for $K$ and $V$)", ha="left", va="bottom", fontsize=fs(11),
-            fontweight="bold")
+    # 1. The projected queries (B, T, d_model): columns i*d_k ... (i+1)*d_k - 1 belong to head i.
+    x1 = 0.75
+    top1 = height - 0.8
+    grid(ax, x1, top1, T, d_model, c, colours=[[head_face[j // dk] for j in range(d_model)] for _ in range(T)])
+    token_labels(x1, top1)
+    for i in range(h):
+        caption(x1 + (i + 0.5) * dk * c, top1 + 0.05, f"head {i}", va="bottom", size=8)
+    caption(x1 + d_model * c + 0.15, top1 - T * c / 2, "$Q = XW_Q$\n($K$, $V$ alike)\n"
+            "$(B, T, d_{\\mathrm{model}})$", va="center", size=10, ha="left")
 
-    # 2. view: the same numbers, last axis read as (h, d_k)
-    x2 = end + 0.8
-    step(end, x2, "view")
-    for k in range(h):
-        grid(ax, x2 + k * (dk * c + 0.08), top, T, dk, c, face=HEAD_COLOURS[k])
-    end2 = x2 + h * (dk * c + 0.08) - 0.08
-    ax.text((x2 + end2) / 2, top + 0.12, "$h$ blocks of $d_k$", ha="center", va="bottom", fontsize=fs(10))
-    ax.text((x2 + end2) / 2, top - T * c - 0.1, "$(B, T, h, d_k)$", ha="center", va="top", fontsize=fs(10))
+    # 2. view: the same numbers, each token's row cut into h pieces of d_k (tokens still the outer axis).
+    pitch2, gap2 = c + 0.13, 0.14
+    w2 = d_model * c + (h - 1) * gap2
+    top2 = top1 - T * c - 1.0
+    arrow(ax, (x1 + d_model * c / 2, top1 - T * c - 0.06), (x1 + d_model * c / 2, top2 + 0.1))
+    caption(x1 + d_model * c / 2 + 0.12, top1 - T * c - 0.5, "view", va="center", size=10, ha="left")
+    for t in range(T):
+        y = top2 - t * pitch2
+        ax.add_patch(Rectangle((x1 - 0.05, y - c - 0.045), w2 + 0.1, c + 0.09, facecolor=LIGHT_GREY,
+                               edgecolor="none"))
+        for i in range(h):
+            grid(ax, x1 + i * (dk * c + gap2), y, 1, dk, c, face=head_face[i])
+    token_labels(x1 - 0.05, top2, pitch=pitch2)
+    caption(x1 + w2 / 2, top2 - T * pitch2 - 0.05, "$(B, T, h, d_k)$: each token's\nrow cut into $h$ pieces",
+            va="top", size=10)
 
-    # 3. transpose: heads become a batch-like axis, each head a (T, d_k) matrix
-    x3 = end2 + 1.1
-    step(end2, x3, "transpose\n(1, 2)")
-    gap = 0.12
-    stack_top = mid + (h * T * c + (h - 1) * gap) / 2
-    for k in range(h):
-        y = stack_top - k * (T * c + gap)
-        grid(ax, x3, y, T, dk, c, face=HEAD_COLOURS[k])
-        ax.text(x3 + dk * c + 0.08, y - T * c / 2, f"head {k}", ha="left", va="center", fontsize=fs(9))
-    stack_bottom = stack_top - h * T * c - (h - 1) * gap
-    ax.text(x3 + 0.4, stack_bottom - 0.1, "$(B, h, T, d_k)$", ha="center", va="top", fontsize=fs(10))
+    # 3. transpose(1, 2): the head axis moves outward; head i is a T x d_k matrix holding all T tokens.
+    x3 = x1 + w2 + 2.2
+    x_br = x3 - 0.72  # a bracket round the h matrices
+    ax.plot([x_br + 0.1, x_br, x_br, x_br + 0.1], [lanes[0] + T * c / 2, lanes[0] + T * c / 2,
+            lanes[1] - T * c / 2, lanes[1] - T * c / 2], color="black", lw=1.2)
+    y_tr = top2 - T * pitch2 / 2 + 0.06
+    arrow(ax, (x1 + w2 + 0.1, y_tr), (x_br - 0.04, y_tr))
+    caption((x1 + w2 + x_br) / 2, y_tr + 0.08, "transpose\n(1, 2)", va="bottom", size=10)
+    for i, y in enumerate(lanes):
+        top = y + T * c / 2
+        grid(ax, x3, top, T, dk, c, face=head_face[i])
+        token_labels(x3, top)
+        caption(x3 + dk * c / 2 - 0.3, top + 0.06, f"head {i}: $Q_{i}$", va="bottom", size=10)
+    caption(x3 + dk * c / 2 - 0.3, lanes[1] - T * c / 2 - 0.1, "$(B, h, T, d_k)$")
 
-    # 4. attention in every head at once (the head axis acts like a batch axis)
-    x4 = x3 + 1.45
-    arrow(ax, (x3 + 0.95, mid), (x4 - 0.08, mid))
-    box(ax, x4, mid - 0.7, 2.4, 1.4, "attention in\neach head\n$\\mathrm{softmax}(QK^\\top/\\sqrt{d_k})\\,V$",
-        size=10)
-    ax.text(x4 + 1.2, mid - 0.8, "$(B, h, T, d_k)$", ha="center", va="top", fontsize=fs(10))
+    # 4. attention in each head: head i's queries meet only head i's keys (and weight only head i's values).
+    x4, w4, h4 = x3 + dk * c + 0.4, 2.45, 1.0
+    x_out = x4 + w4 + 0.45
+    mc = 0.14  # cell of the small K_i, V_i
+    for i, y in enumerate(lanes):
+        arrow(ax, (x3 + dk * c + 0.06, y), (x4, y))
+        box(ax, x4, y - h4 / 2, w4, h4, f"attention in head {i}\n"
+            f"softmax$(Q_{i} K_{i}^\\top / \\sqrt{{d_k}})\\, V_{i}$\n$T \\times T$ weights of its own", size=9,
+            edge=head_face[i], lw=2.0, linespacing=1.5)
+        for n, name in enumerate(["K", "V"]):  # head i's keys and values, split the same way, drawn small
+            xm = x4 + 0.6 + n * 0.95
+            grid(ax, xm, y + h4 / 2 + 0.2 + T * mc, T, dk, mc, face=head_face[i])
+            ax.text(xm + dk * mc + 0.07, y + h4 / 2 + 0.2 + T * mc / 2, f"${name}_{i}$", ha="left", va="center",
+                    fontsize=fs(10))
+            arrow(ax, (xm + dk * mc / 2, y + h4 / 2 + 0.2), (xm + dk * mc / 2, y + h4 / 2))
+        arrow(ax, (x4 + w4, y), (x_out, y))
+        hatched(x_out, y + T * c / 2, T, dk, [out_face[i]] * dk, [out_hatch[i]] * dk)
+        caption(x_out + dk * c / 2, y + T * c / 2 + 0.06, f"$Z_{i}$", va="bottom", size=10.5)
+    ax.plot([x4 - 0.2, x_out + dk * c + 0.1], [mid + 0.1, mid + 0.1], color=GREY, lw=1.0, ls=(0, (4, 3)))
+    caption(x4 + w4 / 2, mid + 0.15, "no exchange between heads", va="bottom", size=9, colour=GREY)
 
-    # 5. transpose back and reshape: heads side by side again (drawn below the attention box)
-    centre = x4 + 1.2
-    x5 = centre - h * dk * c / 2
-    top5 = mid - 1.85
-    arrow(ax, (centre, mid - 1.1), (centre, top5 + 0.08))
-    ax.text(centre + 0.12, (mid - 1.1 + top5) / 2, "transpose,\nreshape", ha="left", va="center", fontsize=fs(10))
-    grid(ax, x5, top5, T, h * dk, c, colours=by_head)
-    ax.text(centre, top5 - T * c - 0.1, "heads concatenated\n$(B, T, d_{\\mathrm{model}})$", ha="center", va="top",
-            fontsize=fs(10))
+    # 5. transpose back and reshape: the heads' outputs side by side again, (B, T, h*d_k); then W_O mixes them.
+    x5 = x_out + dk * c + 0.7
+    top5 = mid + T * c / 2 + 0.1
+    hatched(x5, top5, T, d_model, [out_face[j // dk] for j in range(d_model)],
+            [out_hatch[j // dk] for j in range(d_model)])
+    for i, y in enumerate(lanes):
+        arrow(ax, (x_out + dk * c + 0.06, y), (x5 + (i + 0.5) * dk * c, top5 + 0.04 if i == 0 else top5 - T * c - 0.04))
+    caption(x5 + d_model * c + 0.1, top5 - T * c / 2, "concatenated:\ntranspose (1, 2),\nreshape\n"
+            "$(B, T, h \\cdot d_k)$", va="center", size=9.5, ha="left")
+    y6 = 1.95  # top edge of the output
+    arrow(ax, (x5 + d_model * c / 2, top5 - T * c - 0.5), (x5 + d_model * c / 2, y6 + 0.06))
+    xW, topW = x5 + d_model * c / 2 + 0.75, y6 + 0.15 + d_model * c
+    grid(ax, xW, topW, d_model, d_model, c, face=LIGHT_GREY)
+    caption(xW - 0.1, topW - d_model * c / 2, "$\\cdot\\,W_O$", va="center", size=10.5, ha="right")
+    caption(xW + d_model * c / 2, topW + 0.06, "$W_O$ (4 \u00d7 4)", va="bottom", size=9.5)
+    grid(ax, x5, y6, T, d_model, c, face=LIGHT_GREY)
+    caption(x5 + d_model * c + 0.1, y6 - T * c / 2, "output\n$(B, T, d_{\\mathrm{model}})$", va="center",
+            size=9.5, ha="left")
 
-    # 6. W_O mixes the heads
-    x6 = x5 - h * dk * c - 1.3
-    arrow(ax, (x5 - 0.08, top5 - T * c / 2), (x6 + h * dk * c + 0.08, top5 - T * c / 2))
-    ax.text(x5 - 0.65, top5 - T * c / 2 + 0.1, "$\\cdot\\, W_O$", ha="center", va="bottom", fontsize=fs(11))
-    grid(ax, x6, top5, T, h * dk, c, face=LIGHT_GREY)
-    ax.text(x6 + h * dk * c / 2, top5 - T * c - 0.1, "output\n$(B, T, d_{\\mathrm{model}})$", ha="center", va="top",
-            fontsize=fs(10))
-
-    ax.text(0.2, 0.3,
-            f"Example: $h = {h}$ heads, $d_k = {dk}$, $d_{{\\mathrm{{model}}}} = {h * dk}$, $T = {T}$ tokens,"
-            " one batch element shown.\nColours mark the heads; $W_O$ mixes them (grey).",
-            ha="left", va="center", fontsize=fs(10))
+    ax.text(0.2, 0.5, f"Chapter 3's story: $T = {T}$ tokens, $d_{{\\mathrm{{model}}}} = {d_model}$, $h = {h}$ heads "
+            f"of $d_k = {dk}$; one batch element.\nBlue, orange: the heads' columns of $Q$, $K$, $V$. Hatched "
+            "green, purple: the heads' outputs.\n$W_O$ ($d_{\\mathrm{model}} \\times d_{\\mathrm{model}}$) mixes "
+            "both heads into every output column (grey).", ha="left", va="center", fontsize=fs(9.5),
+            linespacing=1.4)
     save(fig, "head_split.svg")
 
 
@@ -333,40 +487,37 @@ def head_split() -> None:
 def mask_pipeline() -> None:
     # Chapter 4's worked example: the short sentence "dogs chase ball" padded to 4 with a zero vector, with chapter 1's
     # embeddings and projections. Every number drawn is computed here, as chapter 4 computes it.
+    story_tokens, story_X, W_Q, W_K, _ = story()
     tokens = ["dogs", "chase", "ball", "pad"]
-    X = [[1, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]]  # the padding token is a zero vector
-    W_Q = [[-1, -0.5], [0, 1], [1, 1], [2, -1]]
-    W_K = [[1, 0], [0, 1], [-1, 1], [-1, -1]]
+    X = np.vstack([story_X[[story_tokens.index(t) for t in tokens[:3]]], np.zeros((1, 4))])  # padding: a zero vector
+    scores = (X @ W_Q) @ (X @ W_K).T / math.sqrt(W_Q.shape[1])  # (T, S): Q K^T / sqrt(d_k)
+    S = T = len(tokens)
+    pad = np.array([True, True, True, False])  # (S,): the last key is padding (True = may attend)
+    broadcast = np.broadcast_to(pad[None, :], (T, S))  # (B, 1, 1, S) -> (B, 1, T, S): the row copied to every query
+    causal = np.tril(np.ones((T, S), dtype=bool))  # (T, S): key j <= query i
+    combined = broadcast & causal
+    weights = softmax_rows(scores, combined)  # masked entries get exactly 0
 
-    def times(x, W):  # a row times a 4 x 2 matrix
-        return [sum(x[i] * W[i][j] for i in range(4)) for j in range(2)]
-
-    queries, keys = [times(x, W_Q) for x in X], [times(x, W_K) for x in X]
-    scores = [[(q[0] * k[0] + q[1] * k[1]) / math.sqrt(2) for k in keys] for q in queries]  # Q K^T / sqrt(d_k)
-    S = T = 4
     c = 0.5
-    pad = [True, True, True, False]  # the last key is padding
-    causal = [[j <= i for j in range(S)] for i in range(T)]
-    combined = [[causal[i][j] and pad[j] for j in range(S)] for i in range(T)]
-    fig, ax = new_figure(9.5, 9.0)
+    width, height = 10.4, 11.0
+    fig, ax = new_figure(width, height, font_scale=1.1)
     w = S * c
-    col1, col2, col3 = 1.0, 4.15, 7.3
-    top1, top2 = 6.6, 3.4  # top edges of the two rows of 4 x 4 grids
+    col1, col2, col3 = 1.15, 4.5, 7.85
+    y_pad = height - 1.0  # top edge of the padding row
+    top1, top2 = y_pad - c - 1.35, 3.95  # top edges of the two rows of 4 x 4 grids
 
-    def tf(m):
-        return [["T" if v else "F" for v in r] for r in m]
+    def ticks(m):
+        return [["\u2713" if v else "\u2717" for v in r] for r in m]
 
-    def tf_colours(m):
+    def tick_colours(m):
         return [[LIGHT_BLUE if v else LIGHT_ORANGE for v in r] for r in m]
-
-    def number(v):
-        return format(v + 0.0, ".2f").replace("-", "\u2212")
 
     def titled(x, top, rows, title, shape, note="", lift=0.12):
         ax.text(x + w / 2, top + lift, title, ha="center", va="bottom", fontsize=fs(11))
         ax.text(x + w / 2, top - rows * c - 0.1, shape, ha="center", va="top", fontsize=fs(11))
         if note:
-            ax.text(x + w / 2, top - rows * c - 0.45, note, ha="center", va="top", fontsize=fs(10), color=GREY)
+            ax.text(x + w / 2, top - rows * c - 0.45, note, ha="center", va="top", fontsize=fs(10), color=GREY,
+                    linespacing=1.3)
 
     def key_labels(x, top):
         for j, token in enumerate(tokens):
@@ -376,48 +527,68 @@ def mask_pipeline() -> None:
         for i, token in enumerate(tokens):
             ax.text(x - 0.08, top - (i + 0.5) * c, token, ha="right", va="center", fontsize=fs(10), color=GREY)
 
-    # Row 1: the two masks and their combination.
-    pad_top = top1 + 1.55
-    grid(ax, col1, pad_top, 1, S, c, values=tf([pad]), colours=tf_colours([pad]), size=11)
-    key_labels(col1, pad_top)
-    titled(col1, pad_top, 1, "padding mask, row $b$", "$(B, S) \\to (B, 1, 1, S)$", lift=0.38)
-    grid(ax, col1, top1, T, S, c, values=tf(causal), colours=tf_colours(causal), size=11)
+    # Row 1: the padding row, broadcast to every query row; the causal mask; their logical and.
+    grid(ax, col1, y_pad, 1, S, c, values=ticks([pad]), colours=tick_colours([pad]), size=12)
+    key_labels(col1, y_pad)
+    ax.text(col1 + w / 2, y_pad + 0.38, "padding mask of one sentence", ha="center", va="bottom", fontsize=fs(11))
+    ax.text(col1 + w + 0.15, y_pad - c / 2, "$(B, S) \\to (B, 1, 1, S)$", ha="left", va="center", fontsize=fs(11))
+    arrow(ax, (col1 + w / 2, y_pad - c - 0.06), (col1 + w / 2, top1 + 0.42))
+    ax.text(col1 + w / 2 + 0.12, (y_pad - c + top1 + 0.4) / 2, "broadcast: the row is\ncopied to every query row",
+            ha="left", va="center", fontsize=fs(10), linespacing=1.3)
+    grid(ax, col1, top1, T, S, c, values=ticks(broadcast), colours=tick_colours(broadcast), size=12)
+    key_labels(col1, top1)
     query_labels(col1, top1)
-    titled(col1, top1, T, "causal mask", "$(T, S)$")
-    grid(ax, col2, top1, T, S, c, values=tf(combined), colours=tf_colours(combined), size=11)
-    titled(col2, top1, T, "combined mask", "$(B, 1, T, S)$", "broadcasts over $h$")
-    arrow(ax, (col1 + w + 0.1, top1 - 2 * c), (col2 - 0.08, top1 - 2 * c))
-    arrow(ax, (col1 + w + 0.1, pad_top - c / 2), (col2 - 0.08, top1 - 1.2 * c), rad=-0.15)
-    ax.text((col1 + w + col2) / 2, top1 - 2 * c - 0.12, "logical\nand", ha="center", va="top", fontsize=fs(10))
+    titled(col1, top1, T, "", "$(B, 1, T, S)$", "padding, broadcast")
+    grid(ax, col3, top1, T, S, c, values=ticks(causal), colours=tick_colours(causal), size=12)
+    key_labels(col3, top1)
+    titled(col3, top1, T, "causal mask", "$(T, S)$", "key $j \\leq$ query $i$", lift=0.38)
+    grid(ax, col2, top1, T, S, c, values=ticks(combined), colours=tick_colours(combined), size=12)
+    key_labels(col2, top1)
+    titled(col2, top1, T, "combined mask", "$(B, 1, T, S)$", "broadcasts over $h$", lift=0.38)
+    y_and = top1 - 2 * c
+    arrow(ax, (col1 + w + 0.08, y_and), (col2 - 0.08, y_and))
+    arrow(ax, (col3 - 0.08, y_and), (col2 + w + 0.08, y_and))
+    for x in [(col1 + w + col2) / 2, (col2 + w + col3) / 2]:
+        ax.text(x, y_and + 0.1, "and", ha="center", va="bottom", fontsize=fs(11), fontweight="bold")
 
     # Row 2: scores, masked scores, weights.
-    grid(ax, col1, top2, T, S, c, values=[[number(v) for v in r] for r in scores], face=LIGHT_GREY, size=10)
+    grid(ax, col1, top2, T, S, c, values=[[num(v) for v in r] for r in scores], face=LIGHT_GREY, size=10)
     key_labels(col1, top2)
     query_labels(col1, top2)
     titled(col1, top2, T, "scores $QK^\\top / \\sqrt{d_k}$", "$(B, h, T, S)$", lift=0.38)
-    masked = [[number(scores[i][j]) if combined[i][j] else "$-\\infty$" for j in range(S)] for i in range(T)]
-    colours = [[LIGHT_GREY if combined[i][j] else LIGHT_ORANGE for j in range(S)] for i in range(T)]
+    masked = [[num(scores[i, j]) if combined[i, j] else "$-\\infty$" for j in range(S)] for i in range(T)]
+    colours = [[LIGHT_GREY if combined[i, j] else LIGHT_ORANGE for j in range(S)] for i in range(T)]
     grid(ax, col2, top2, T, S, c, values=masked, colours=colours, size=10)
-    titled(col2, top2, T, "masked scores", "$(B, h, T, S)$")
+    key_labels(col2, top2)
+    titled(col2, top2, T, "masked scores", "$(B, h, T, S)$", lift=0.38)
     arrow(ax, (col1 + w + 0.08, top2 - 2 * c), (col2 - 0.08, top2 - 2 * c))
-    ax.text((col1 + w + col2) / 2, top2 - 2 * c + 0.1, "mask F:\n$-\\infty$", ha="center", va="bottom", fontsize=fs(10))
+    arrow(ax, (col2 + w / 2, top1 - T * c - 0.8), (col2 + w / 2, top2 + 0.7))
+    ax.text(col2 + w / 2 + 0.12, (top1 - T * c - 0.8 + top2 + 0.7) / 2, "where \u2717:\nscore $\\to -\\infty$",
+            ha="left", va="center", fontsize=fs(10), linespacing=1.3)
 
-    weights = []
-    for i in range(T):
-        e = [math.exp(scores[i][j]) if combined[i][j] else 0.0 for j in range(S)]
-        weights.append([v / sum(e) for v in e])
-    values = [[f"{v:.2f}" if v > 0 else "0" for v in r] for r in weights]
+    values = [[num(v) if v > 0 else "0" for v in r] for r in weights]
     colours = [[LIGHT_GREEN if v > 0 else "white" for v in r] for r in weights]
     grid(ax, col3, top2, T, S, c, values=values, colours=colours, size=10)
-    titled(col3, top2, T, "attention weights $A$", "$(B, h, T, S)$", "each row sums to 1")
+    key_labels(col3, top2)
+    titled(col3, top2, T, "attention weights $A$", "$(B, h, T, S)$", "each row sums to 1", lift=0.38)
     arrow(ax, (col2 + w + 0.08, top2 - 2 * c), (col3 - 0.08, top2 - 2 * c))
     ax.text((col2 + w + col3) / 2, top2 - 2 * c + 0.1, "softmax\nover $S$", ha="center", va="bottom",
-            fontsize=fs(10))
+            fontsize=fs(10), linespacing=1.2)
+    # The padding token's own query row: computed like any other, then its output is thrown away.
+    i_pad = tokens.index("pad")
+    y_row = top2 - i_pad * c
+    ax.add_patch(Rectangle((col3, y_row - c), w, c, facecolor="none", edgecolor=GREY, linewidth=0, hatch="///"))
+    ax.add_patch(Rectangle((col3 - 0.04, y_row - c - 0.04), w + 0.08, c + 0.08, facecolor="none",
+                           edgecolor="black", linewidth=1.6, linestyle=(0, (3, 2))))
+    ax.text(col2 + w + 0.25, top2 - T * c - 1.0, "Hatched row: the padding token's own query.\n"
+            "It is computed like any other, then ignored:\nthe loss (or the pooling) throws its output away.",
+            ha="right", va="top", fontsize=fs(10), linespacing=1.3)
+    arrow(ax, (col2 + w + 0.3, top2 - T * c - 1.2), (col3 - 0.08, y_row - c / 2), rad=0.35)
 
-    note = ("T = may attend, F = may not (tfm's convention). Rows are queries, columns keys: "
-            "\u201cdogs chase ball\u201d\nand one padding token, with chapter 1's $X$, $W_Q$, $W_K$. "
-            "Query $i$ sees the keys $j \\leq i$ that are\nnot padding; every masked entry gets weight exactly 0.")
-    ax.text(0.3, 0.35, note, ha="left", va="center", fontsize=fs(11))
+    note = ("\u2713 = may attend (True in tfm), \u2717 = may not (False).\nRows are queries, columns keys: "
+            "\u201cdogs chase ball\u201d\nand one padding token, with chapter 1's $X$, $W_Q$, $W_K$.\n"
+            "Query $i$ sees the keys $j \\leq i$ that are not padding;\nevery masked entry gets weight exactly 0.")
+    ax.text(col2 + 1.1, y_pad + 0.5, note, ha="left", va="top", fontsize=fs(10), linespacing=1.4)
     save(fig, "mask_pipeline.svg")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -33,24 +34,50 @@ def learner_code(name: str) -> Iterator[None]:
         raise CheckFailed(f"{name} is not written yet: replace the line `raise NotImplementedError(...)` with your "
                           "code, run that cell, then run this check again") from None
     except NameError as error:
-        raise CheckFailed(f"{error}: run the cell that defines {name} first, then this check") from None
+        raise CheckFailed(f"{name} raised NameError: {error} (a typo, a missing import, or a cell not run yet?)"
+                          + _where(error)) from None
     except Exception as error:  # the learner's code crashed: say where, keep the message
-        raise CheckFailed(f"{name} raised {type(error).__name__}: {error}") from None
+        raise CheckFailed(f"{name} raised {type(error).__name__}: {error}" + _where(error)) from None
 
 
-def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "") -> None:
-    """Fail unless ``got`` equals ``expected`` (a number, a tuple, a string); ``None`` or ``...`` means not answered."""
+def _where(error: BaseException) -> str:
+    """The line of the learner's own code (a notebook cell, not a library) where ``error`` was raised."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if f.line and ("ipykernel" in f.filename or f.filename.startswith("<"))]
+    return f", in the line `{frames[-1].line.strip()}`" if frames else ""
+
+
+def _plain(value: object) -> object:
+    """A tensor or array as Python numbers (a scalar, or a tuple), so that answers compare by value."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    return tuple(_plain(v) for v in value) if isinstance(value, list | tuple) else value
+
+
+def _matches(got: object, expected: object, atol: float) -> bool:
+    if isinstance(expected, tuple):
+        return isinstance(got, tuple) and len(got) == len(expected) and all(
+            _matches(g, e, atol) for g, e in zip(got, expected, strict=True))
+    if isinstance(expected, int | float) and not isinstance(expected, bool):
+        return isinstance(got, int | float) and abs(got - expected) <= max(atol, 1e-6 * max(1.0, abs(expected)))
+    return bool(got == expected)
+
+
+def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "", atol: float = 0.0) -> None:
+    """Fail unless ``got`` equals ``expected`` (a number, a tuple of numbers, a string), numbers within ``atol``.
+
+    ``None`` or ``...`` means not answered; tensors and arrays are compared by value (``(2, 3)``, ``[2, 3]`` and
+    ``torch.tensor([2, 3])`` are the same answer). With ``atol=0.005``, answers rounded to two decimals pass.
+    """
     if got is None or got is Ellipsis:
         raise CheckFailed(f"{name} is not answered yet: replace the ... with your answer and run that cell")
-    if isinstance(expected, float):
-        right = isinstance(got, int | float) and abs(got - expected) <= 1e-6 * max(1.0, abs(expected))
-    elif isinstance(expected, tuple):
-        right = isinstance(got, list | tuple) and tuple(got) == expected
-    else:
-        right = bool(got == expected)
-    if not right:
-        raise CheckFailed(f"{name} = {got!r} is not right" + (f": {hint}" if hint else ""))
-    print(f"✓ {name} = {got!r} is right")
+    value, target = _plain(got), _plain(expected)
+    shown = value if hasattr(got, "tolist") else got  # a tensor is shown as numbers, anything else as given
+    if not _matches(value, target, atol):
+        close = atol > 0 and _matches(value, target, 10 * atol)
+        advice = f"close: give it to within {atol:g}" if close else hint
+        raise CheckFailed(f"{name} = {shown!r} is not right" + (f": {advice}" if advice else ""))
+    print(f"✓ {name} = {shown!r} is right")
 
 
 def check_shape(got: Tensor, expected: Sequence[int], name: str = "your result") -> None:
