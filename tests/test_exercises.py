@@ -101,3 +101,16 @@ def test_markers_pair_up():
         opened = sum(is_marker(c, "exercise-start") for c in cells)
         assert opened == sum(is_marker(c, "exercise-end") for c in cells), f"{path.name}: unpaired exercise markers"
         assert sum(is_marker(c, "solution-start") for c in cells) == sum(is_marker(c, "solution-end") for c in cells)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_solution_code_starts_collapsed_in_jupyter_and_colab(path):
+    """On the website a solution is a dropdown; in JupyterLab (jupyter.source_hidden) and in Colab (a form title with
+    cellView "form") its code starts collapsed, so a learner does not read it by scrolling past the check."""
+    cells = cells_of(path)
+    for i in sorted(in_solutions(cells)):
+        if cells[i]["cell_type"] == "code":
+            meta = cells[i]["metadata"]
+            assert meta.get("jupyter", {}).get("source_hidden") is True, f"{path.name}: solution cell {i} is open"
+            assert meta.get("cellView") == "form" and text(cells[i]).startswith("# @title Solution"), (
+                f"{path.name}: solution cell {i} is not a collapsed Colab form")
