@@ -128,3 +128,15 @@ def test_glossary_has_sixty_terms_and_every_chapter_links_to_it():
         markdown = "".join("".join(c["source"]) for c in json.loads(path.read_text(encoding="utf-8"))["cells"]
                            if c["cell_type"] == "markdown")
         assert len(re.findall(r"\{term\}`", markdown)) >= 3, f"{path.name} links fewer than three glossary terms"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_schematic_cells_carry_caption_label_and_alt_text(path):
+    """myst-nb reads a figure's caption and label from the cell's mystnb.figure, its alt text from mystnb.image."""
+    for i, cell in enumerate(cells(path)):
+        if cell["cell_type"] == "code" and "tfm.viz.schematic(" in source(cell):
+            meta = cell["metadata"].get("mystnb", {})
+            assert meta.get("figure", {}).get("caption") and meta["figure"].get("name", "").startswith("fig-"), (
+                f"{path.name}: schematic cell {i} has no mystnb.figure caption and fig- name")
+            assert len(meta.get("image", {}).get("alt", "").split()) >= 10, f"{path.name}: cell {i}: no alt"
+            assert "remove-input" in cell["metadata"].get("tags", []), f"{path.name}: cell {i}: code shown"
