@@ -234,3 +234,15 @@ def test_seed_offset_shifts_every_seed(monkeypatch):
         tfm.generator(0)
     with pytest.raises(ValueError, match="seed must be a non-negative int"):
         tfm.seed_everything(-3)
+
+
+def test_slip_hint_names_a_slip_only_when_the_answer_shows_it():
+    from tfm.check import slip_hint
+
+    slips = {(0.87, 0.12): "unscaled", (128, 128): "one sequence"}
+    assert slip_hint((0.871, 0.119), slips, "method") == "unscaled"  # within the rounding of the answer
+    assert slip_hint([128, 128], slips, "method") == "one sequence"
+    assert slip_hint(torch.tensor([0.87, 0.12]), slips, "method") == "unscaled"
+    assert slip_hint((0.5, 0.5), slips, "method") == "method"
+    assert slip_hint((0.87, 0.12, 0.0), slips, "method") == "method"  # another shape is another answer
+    assert slip_hint("abc", slips, "method") == "method"  # not numbers

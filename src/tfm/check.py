@@ -12,10 +12,9 @@ from torch import Tensor
 
 
 class CheckFailed(AssertionError):
-    """Raised by a self-check; the message explains the mismatch."""
+    """Raised by a self-check; the message explains the mismatch. Jupyter shows the message, not a traceback."""
 
     def _render_traceback_(self) -> list[str]:
-        # Jupyter and Colab (IPython) show this instead of a traceback through tfm's code: the message is the point.
         return textwrap.wrap(f"CheckFailed: {self}", width=100, subsequent_indent="    ")
 
 
@@ -63,12 +62,23 @@ def _matches(got: object, expected: object, atol: float) -> bool:
     return bool(got == expected)
 
 
-def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "", atol: float = 0.0) -> None:
-    """Fail unless ``got`` equals ``expected`` (a number, a tuple of numbers, a string), numbers within ``atol``.
+def slip_hint(answer: object, slips: dict, otherwise: str) -> str:
+    """The hint of ``slips`` (typical wrong answer -> hint) that ``answer`` shows, else ``otherwise``."""
+    try:
+        given = torch.as_tensor(answer, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):  # not numbers (yet)
+        return otherwise
+    for wrong, hint in slips.items():
+        wrong = torch.as_tensor(wrong, dtype=torch.float64)
+        if given.shape == wrong.shape and torch.allclose(given, wrong, rtol=1e-3, atol=0.006):
+            return hint
+    return otherwise
 
-    ``None`` or ``...`` means not answered; tensors and arrays are compared by value (``(2, 3)``, ``[2, 3]`` and
-    ``torch.tensor([2, 3])`` are the same answer). With ``atol=0.005``, answers rounded to two decimals pass.
-    """
+
+def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "", atol: float = 0.0) -> None:
+    """Fail unless ``got`` equals ``expected`` by value (numbers within ``atol``); ``None`` or ``...``: not answered.
+
+    ``(2, 3)``, ``[2, 3]`` and ``torch.tensor([2, 3])`` are the same answer; ``atol=0.005`` passes two decimals."""
     if got is None or got is Ellipsis:
         raise CheckFailed(f"{name} is not answered yet: replace the ... with your answer and run that cell")
     value, target = _plain(got), _plain(expected)
