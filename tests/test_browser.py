@@ -11,26 +11,25 @@ Skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import vendor  # noqa: E402
+from browser import CHROMIUM, copy_book, offline_page, serve  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "chapters/08_inside_bert"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-NPM_PACKAGES = {"d3": "5.7.0", "jquery": "2.2.4"}  # the versions in tfm.attnviz's URLs
-AXE = "axe-core@4.14.1"  # the accessibility checker (npm)
+NPM_PACKAGES = {"d3": "5.7.0", "jquery": "2.2.4",  # the versions in tfm.attnviz's URLs
+                "axe-core": "4.14.1"}  # the accessibility checker
 SCHEMATIC_CHAPTERS = {"01", "02", "03", "04", "05", "06", "07", "09", "10"}  # each shows at least one
-BOOK_FILES = ("_config.yml", "_toc.yml", "references.bib", "intro.md", "assets", "_static", "chapters", "appendices")
 
 
 def _missing(what: str) -> None:
@@ -54,23 +53,13 @@ def tools():
 @pytest.fixture(scope="module")
 def cdn_files(tools, tmp_path_factory) -> Path:
     """npm copies of the libraries the page loads from the CDN (never committed)."""
-    prefix = tmp_path_factory.mktemp("npm")
-    specs = [f"{name}@{version}" for name, version in NPM_PACKAGES.items()] + [AXE]
-    subprocess.run(["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", *specs], check=True,
-                   capture_output=True, timeout=300)
-    return prefix / "node_modules"
+    return vendor.ensure(tmp_path_factory.mktemp("npm"), NPM_PACKAGES)
 
 
 @pytest.fixture(scope="module")
 def site(tools, tmp_path_factory) -> Path:
     """The whole book, built from the stored outputs into a temporary folder."""
-    book = tmp_path_factory.mktemp("book")
-    for name in BOOK_FILES:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, book / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-        else:
-            shutil.copy(src, book / name)
+    book = copy_book(tmp_path_factory.mktemp("book"))
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run([str(jupyter_book), "build", str(book), "--path-output", str(book / "out")],
                             capture_output=True, text=True, timeout=900)
@@ -81,61 +70,20 @@ def site(tools, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(site):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-def _cdn_path(url: str, node_modules: Path) -> Path | None:
-    """https://cdn.jsdelivr.net/npm/<name>@<version>/<file> -> node_modules/<name>/<file> (version checked)."""
-    prefix = "https://cdn.jsdelivr.net/npm/"
-    if not url.startswith(prefix):
-        return None
-    spec, _, rest = url[len(prefix):].partition("/")
-    name, _, version = spec.partition("@")
-    if NPM_PACKAGES.get(name) != version:
-        return None
-    path = node_modules / name / rest
-    return path if path.is_file() else None
+    with serve(site) as url:
+        yield url
 
 
 def test_bertviz_views_draw_offline(server, cdn_files):
-    from playwright.sync_api import sync_playwright
-
-    served, aborted, errors = [], [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1300, "height": 2400})
-        page.on("pageerror", lambda error: errors.append(str(error)))
-
-        def route(r):
-            url = r.request.url
-            if url.startswith(server):
-                r.continue_()
-            elif (path := _cdn_path(url, cdn_files)) is not None:
-                served.append(url)
-                r.fulfill(path=str(path), content_type="application/javascript")
-            else:
-                aborted.append(url)
-                r.abort()
-
-        page.route("**/*", route)
+    with offline_page(server, cdn_files) as offline:
+        page = offline.page
         page.goto(f"{server}/{CHAPTER}.html", wait_until="load")
         page.wait_for_function("document.querySelectorAll('[id^=bertviz-] svg text').length > 100", timeout=30_000)
         page.wait_for_timeout(1000)
         views = page.evaluate("""() => Array.from(document.querySelectorAll('div[id^=bertviz-]')).map(div => ({
             id: div.id, texts: Array.from(div.querySelectorAll('svg text')).map(t => t.textContent.trim()),
             lines: div.querySelectorAll('svg line').length}))""")
-        browser.close()
+        served, errors = offline.served, offline.errors
 
     assert len(set(served)) == 2, f"expected d3 and jQuery from the CDN copies, served {served}"
     ids = [view["id"] for view in views]
@@ -160,24 +108,15 @@ def _schematics_used(notebook: Path) -> list[str]:
     return [name for source in sources for name in re.findall(r'tfm\.viz\.schematic\("(\w+)"\)', source)]
 
 
-def _offline_page(p, server: str):
-    browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-    page = browser.new_page(viewport={"width": 1300, "height": 2400})
-    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(server) else r.abort())
-    return browser, page
-
-
 def test_every_schematic_loads_with_alt_text(server):
-    from playwright.sync_api import sync_playwright
-
     chapters = sorted((ROOT / "chapters").glob("*.ipynb"))
     used = {path.stem: _schematics_used(path) for path in chapters}
     shipped = {p.stem for p in (ROOT / "src" / "tfm" / "schematics").glob("*.svg")}
     assert shipped <= {name for names in used.values() for name in names}, "a schematic no chapter shows"
     without = [stem for stem, names in used.items() if not names and stem[:2] in SCHEMATIC_CHAPTERS]
     assert not without, f"chapters without a schematic figure: {without}"
-    with sync_playwright() as p:
-        browser, page = _offline_page(p, server)
+    with offline_page(server) as offline:
+        page = offline.page
         for stem, names in used.items():
             if not names:
                 continue
@@ -193,22 +132,18 @@ def test_every_schematic_loads_with_alt_text(server):
                 assert len(figure["alt"].split()) >= 10 and not figure["alt"].endswith(".svg"), (
                     f"{stem}: figure {figure['src']} has no alt text that describes it: {figure['alt']!r}")
                 assert re.match(r"\s*Fig\. \d+", figure["caption"]), f"{stem}: figure without numbered caption"
-        browser.close()
 
 
 @pytest.mark.parametrize("page_path", ["intro.html", "chapters/03_multi_head_attention.html",
                                        "chapters/07_encoder_decoder.html"])
 def test_no_serious_accessibility_violations(server, cdn_files, page_path):
-    from playwright.sync_api import sync_playwright
-
     axe = (cdn_files / "axe-core" / "axe.min.js").read_text(encoding="utf-8")
-    with sync_playwright() as p:
-        browser, page = _offline_page(p, server)
+    with offline_page(server) as offline:
+        page = offline.page
         page.goto(f"{server}/{page_path}", wait_until="load")
         page.wait_for_timeout(500)
         page.add_script_tag(content=axe)
         violations = page.evaluate("""async () => (await axe.run(document, {resultTypes: ['violations']})).violations
             .map(v => ({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map(n => n.html)}))""")
-        browser.close()
     serious = [v for v in violations if v["impact"] in ("serious", "critical")]
     assert not serious, f"{page_path}: serious or critical accessibility violations (axe-core): {serious}"

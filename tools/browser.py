@@ -1,0 +1,111 @@
+"""Headless Chromium with the network cut off, for the tools and tests that need a real browser.
+
+Used by the PDF edition (tools/pdf.py prints the book), the slides' test and the website's browser test: a page may
+reach only the local server (or local files) it was opened on; a request for a package on the jsDelivr CDN is
+answered from the npm copy in `node_modules` when one is installed there (tfm.attnviz's d3 and jQuery); every other
+request is aborted and recorded, so a test can assert that nothing wanted the network.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CDN_PREFIX = "https://cdn.jsdelivr.net/npm/"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+ROOT = Path(__file__).resolve().parents[1]
+# What a build of the book reads: building a copy leaves the repository's _build (and a running `make book`) alone.
+BOOK_FILES = ("_config.yml", "_toc.yml", "references.bib", "intro.md", "assets", "_static", "chapters", "appendices")
+
+
+def copy_book(dest: Path) -> Path:
+    """Copy the book's source files (BOOK_FILES) into `dest`, for a build from the stored outputs; return `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in BOOK_FILES:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        else:
+            shutil.copy(src, dest / name)
+    return dest
+
+
+@contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """Serve `folder` on 127.0.0.1 (a free port) for the duration; yield its base URL."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def cdn_copy(url: str, node_modules: Path | None) -> Path | None:
+    """https://cdn.jsdelivr.net/npm/<name>@<version>/<file> -> node_modules/<name>/<file>, if that very version is
+    installed there; None otherwise."""
+    if node_modules is None or not url.startswith(CDN_PREFIX):
+        return None
+    spec, _, rest = url[len(CDN_PREFIX):].partition("/")
+    name, _, version = spec.rpartition("@") if spec.startswith("@") else spec.partition("@")
+    manifest = node_modules / name / "package.json"
+    if not manifest.is_file() or f'"version": "{version}"' not in manifest.read_text(encoding="utf-8"):
+        return None
+    path = node_modules / name / rest
+    return path if path.is_file() else None
+
+
+class OfflinePage:
+    """What an offline page did: `served` (CDN URLs answered from npm copies), `aborted` (requests refused) and
+    `errors` (uncaught JavaScript errors)."""
+
+    def __init__(self, page):
+        self.page = page
+        self.served: list[str] = []
+        self.aborted: list[str] = []
+        self.errors: list[str] = []
+
+
+@contextmanager
+def offline_page(allowed: str, node_modules: Path | None = None,
+                 viewport: dict | None = None) -> Iterator[OfflinePage]:
+    """A Chromium page that may load only URLs starting with `allowed` (e.g. the `serve` URL, or "file://")."""
+    from playwright.sync_api import sync_playwright
+
+    if CHROMIUM is None:
+        raise RuntimeError("chromium is not installed (apt-get install -y chromium)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport=viewport or {"width": 1300, "height": 2400})
+            offline = OfflinePage(page)
+            page.on("pageerror", lambda error: offline.errors.append(str(error)))
+
+            def route(r):
+                url = r.request.url
+                if url.startswith(allowed):
+                    r.continue_()
+                elif (path := cdn_copy(url, node_modules)) is not None:
+                    offline.served.append(url)
+                    r.fulfill(path=str(path))
+                else:
+                    offline.aborted.append(url)
+                    r.abort()
+
+            page.route("**/*", route)
+            yield offline
+        finally:
+            browser.close()
