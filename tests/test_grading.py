@@ -1,0 +1,163 @@
+"""Autograding with nbgrader (tools/assignments.py, tools/grade.py): chapter 1's assignment is graded from synthetic
+submissions, and each learner's scores per exercise must come out as the answers deserve.
+
+- right: the instructor's version, every stub followed by the book's solution -> full marks;
+- wrong: the same with one answer wrong (attend_one without the 1/sqrt(d_k)) -> that exercise 0, the others full;
+- empty: the release as handed out -> 0 everywhere;
+- careless: one answer loops for ever, one deletes another learner's submission and a file outside the course, one
+  ends its kernel, one raises -> those four 0, each with the reason, the last exercise full, the files untouched;
+- segfault: one answer crashes the Python process (the guard cannot refuse it) -> that exercise 0 ("kernel died"),
+  the others full.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import grade  # noqa: E402
+from assignments import assignment_name, graded_exercises, source_notebook, write_course  # noqa: E402
+from exercises import find_exercises  # noqa: E402
+
+CHAPTER = ROOT / "chapters" / "01_attention_token_by_token.ipynb"
+POINTS = {"ch01-ex-softmax": 1, "ch01-ex-one-query": 2, "ch01-ex-design": 3, "ch01-pp-by-hand": 1,
+          "ch01-pp-zero-query": 2}
+
+
+def _answer_label(cell) -> str | None:
+    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+    return grade_id.rsplit("-answer-", 1)[0] if "-answer-" in grade_id else None
+
+
+def _submission(source, edits: dict[str, str] | None = None, replace: tuple[str, str, str] | None = None):
+    """The instructor's version (stubs followed by the book's solutions) as a learner's submission, with `edits`
+    (label -> code appended to that exercise's answer) and `replace` ((label, old, new) in its answer)."""
+    nb = nbformat.from_dict(source)
+    for cell in nb.cells:
+        label = _answer_label(cell)
+        cell.source += (edits or {}).get(label, "")
+        if replace and label == replace[0]:
+            assert replace[1] in cell.source
+            cell.source = cell.source.replace(replace[1], replace[2])
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course")
+    outside = tmp_path_factory.mktemp("outside") / "keep.txt"
+    outside.write_text("the instructor's file", encoding="utf-8")
+    write_course(course, [CHAPTER])
+    name = assignment_name(CHAPTER)
+    release = nbformat.read(course / "release" / name / CHAPTER.name, as_version=4)
+    source = nbformat.read(course / "source" / name / CHAPTER.name, as_version=4)
+    others = course / "submitted" / "right"
+    submissions = {
+        "right": _submission(source),
+        "wrong": _submission(source, replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "")),
+        "empty": release,
+        "careless": _submission(source, {
+            "ch01-ex-softmax": "\nwhile True:\n    pass\n",
+            "ch01-ex-design": f"\nimport os, shutil\nshutil.rmtree({str(others)!r})\nos.remove({str(outside)!r})\n",
+            "ch01-ex-one-query": "\nimport os\nos._exit(1)\n",
+            "ch01-pp-by-hand": "\nraise RuntimeError('unfinished')\n"}),
+        "segfault": _submission(source, {"ch01-ex-one-query": "\nimport ctypes\nctypes.string_at(0)\n"}),
+    }
+    folder = tmp_path_factory.mktemp("submissions")
+    for learner, nb in submissions.items():
+        nbformat.write(nb, folder / f"{learner}.ipynb")
+    results = grade.grade(CHAPTER, grade.collect(folder), course, timeout=15)
+    table = grade.write_table(results, graded_exercises(CHAPTER), course / "scores" / f"{name}.csv")
+    return {r.learner: r for r in results}, table, course / "scores" / f"{name}.csv", outside, others
+
+
+def test_release_keeps_the_stubs_and_drops_the_solutions(tmp_path):
+    write_course(tmp_path, [CHAPTER])
+    release = nbformat.read(tmp_path / "release" / "ch01" / CHAPTER.name, as_version=4)
+    text = "\n".join(c.source for c in release.cells)
+    assert "_solution" not in text and "BEGIN SOLUTION" not in text
+    answers = [c.source.rstrip() for c in release.cells if _answer_label(c)]
+    chapter = nbformat.read(CHAPTER, as_version=4).cells
+    stubs = [chapter[k].source.rstrip() for e in find_exercises(chapter) for k in range(e.start + 1, e.end)
+             if chapter[k].cell_type == "code"]
+    assert answers == stubs, "the release's answer cells are not the book's stubs"
+    checks = [c.metadata["nbgrader"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert {m["grade_id"].rsplit("-check-", 1)[0]: m["points"] for m in checks} == POINTS
+
+
+def test_exercise_points_are_the_stars_and_a_course_may_choose():
+    assert graded_exercises(CHAPTER) == POINTS
+    assert graded_exercises(CHAPTER, ["ch01-ex-design"]) == {"ch01-ex-design": 3}
+    with pytest.raises(SystemExit, match="no autograded exercise"):
+        graded_exercises(CHAPTER, ["ch01-ex-nothing"])
+
+
+def test_exercises_left_out_are_not_graded():
+    cells = source_notebook(CHAPTER, ["ch01-ex-one-query"]).cells
+    graded = [c.metadata["nbgrader"]["grade_id"] for c in cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded == ["ch01-ex-one-query-check-0"]
+    assert sum("BEGIN SOLUTION" in c.source for c in cells) == 1
+
+
+def test_right_wrong_and_empty_submissions(graded):
+    results, table, *_ = graded
+    assert results["right"].scores == POINTS and not results["right"].notes
+    assert results["wrong"].scores == {**POINTS, "ch01-ex-one-query": 0}
+    assert results["empty"].scores == dict.fromkeys(POINTS, 0)
+    assert "| right | 1 | 2 | 3 | 1 | 2 | 9 |" in table, table
+
+
+def test_careless_submission_loses_only_the_exercises_it_broke(graded):
+    results, _, _, outside, others = graded
+    careless = results["careless"]
+    assert careless.scores == {**dict.fromkeys(POINTS, 0), "ch01-pp-zero-query": 2}, careless
+    assert careless.notes["ch01-ex-softmax"] == "timed out"
+    assert "outside the submission's folder" in careless.notes["ch01-ex-design"]
+    assert "ending or signalling the kernel" in careless.notes["ch01-ex-one-query"]
+    assert careless.notes["ch01-pp-by-hand"] == "its answer cell raised RuntimeError"
+    assert outside.exists() and (others / "ch01" / CHAPTER.name).exists(), "a submission deleted files"
+    assert results["right"].scores == POINTS, "graded after the careless one, the right submission lost points"
+
+
+def test_segfault_loses_only_its_exercise(graded):
+    segfault = graded[0]["segfault"]
+    assert segfault.scores == {**POINTS, "ch01-ex-one-query": 0} and segfault.notes == {
+        "ch01-ex-one-query": "kernel died"}, segfault
+
+
+def test_scores_csv_has_one_row_per_learner(graded):
+    rows = list(csv.reader(graded[2].open(encoding="utf-8")))
+    assert rows[0][:2] == ["learner", "ch01-ex-softmax (1)"] and rows[0][-2:] == ["total (9)", "notes"]
+    assert {row[0]: row[-2] for row in rows[1:]} == {"careless": "2", "empty": "0", "right": "9", "segfault": "7",
+                                                       "wrong": "7"}
+
+
+def test_bad_submission_folders_are_named(tmp_path):
+    with pytest.raises(SystemExit, match="holds no notebooks"):
+        grade.collect(tmp_path)
+    (tmp_path / "two").mkdir()
+    for name in ("a.ipynb", "b.ipynb"):
+        (tmp_path / "two" / name).write_text("{}", encoding="utf-8")
+    with pytest.raises(SystemExit, match="one notebook per learner"):
+        grade.collect(tmp_path)
+    with pytest.raises(SystemExit, match="no chapter '99'"):
+        grade.chapter_path("99")
+
+
+@pytest.mark.parametrize("chapter", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.name[:2])
+def test_every_chapter_becomes_an_assignment(chapter):
+    cells = source_notebook(chapter).cells
+    graded = {c.metadata["nbgrader"]["grade_id"].rsplit("-check-", 1)[0]: c.metadata["nbgrader"]["points"]
+              for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert graded == graded_exercises(chapter) and len(graded) >= 3, graded
+    code = "\n".join(c.source for c in cells if c.cell_type == "code")
+    assert "_solution" not in code and "Solution(" not in code, "a solution's name was not turned into the learner's"
+    unmarked = [c.source[:60] for c in cells if c.cell_type == "code" and "nbgrader" not in c.metadata]
+    assert not unmarked, f"code cells without nbgrader metadata: {unmarked}"

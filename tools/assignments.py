@@ -1,0 +1,152 @@
+"""The book's exercises as nbgrader assignments: one assignment per chapter, graded by the chapter's own checks.
+
+Usage: python tools/assignments.py [--course build/course] [chapters/NN_*.ipynb ...]   (`make assignments`)
+
+Writes an nbgrader course folder: `source/chNN/<chapter>.ipynb` (the instructor's version) for every chapter, then
+runs `nbgrader generate_assignment`, which records the graded cells in the course's gradebook and writes
+`release/chNN/<chapter>.ipynb`, the notebook learners receive. The mapping from the book's exercise pattern
+(tools/exercises.py) to nbgrader's cell types:
+
+- the learner's answer cell (the stub between exercise-start and exercise-end) is an "autograded answer" cell; in the
+  source version its stub is followed by the book's solution between nbgrader's BEGIN/END SOLUTION markers, renamed
+  from `<name>_solution` (a class: `<Name>Solution`) to `<name>`, so the source runs and passes;
+  generate_assignment removes the solution and leaves the book's stub (ClearSolutions.code_stub is empty);
+- the exercise's check (the cell tagged raises-exception after it) is an "autograder tests" cell worth the
+  exercise's stars (★ = 1 point, ★★ = 2, ★★★ = 3): it passes when the answer is right and raises CheckFailed
+  otherwise, so the book's checks are the grading tests;
+- every other code cell is read-only (locked): nbgrader restores the instructor's version of locked and test cells
+  before grading, so a submission cannot change a check or the code it relies on;
+- the solutions are removed as in the student edition (tools/student_edition.py); pencil-and-paper exercises
+  without a check (chapters 8-11) are not autograded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+from exercises import find_exercises
+from notebooks import ROOT, notebooks
+from student_edition import student_cells
+
+DEFAULT_COURSE = ROOT / "build" / "course"
+SCHEMA_VERSION = 3  # nbgrader's cell metadata schema (nbgrader 0.9)
+SOLUTION_NAME = re.compile(r"\b([A-Za-z]\w*?)(?:_solution|Solution)\b")  # attend_one_solution, MyClassSolution
+TITLE_LINE = re.compile(r"^# @title[^\n]*\n")
+NBGRADER_CONFIG = """\
+# nbgrader configuration of the book's course folder (written by tools/assignments.py; edit the tool, not this file)
+c = get_config()
+c.CourseDirectory.root = {root!r}
+c.ClearSolutions.code_stub = {{"python": ""}}  # learners keep the book's stub, not nbgrader's generic one
+c.ClearSolutions.enforce_metadata = True
+c.Execute.timeout = {timeout}  # seconds per cell; a cell that runs longer is interrupted and its exercise scores 0
+"""
+
+
+def assignment_name(chapter: Path) -> str:
+    """chapters/03_multi_head_attention.ipynb -> ch03."""
+    return f"ch{chapter.name[:2]}"
+
+
+def points(grade: str) -> int:
+    return len(grade)  # ★ = 1, ★★ = 2, ★★★ = 3
+
+
+def _nbgrader(cell, grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
+              points: int | None = None) -> None:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": SCHEMA_VERSION,
+            "solution": solution, "task": False}
+    if points is not None:
+        meta["points"] = points
+    cell.metadata["nbgrader"] = meta
+
+
+def graded_exercises(chapter: Path, only: list[str] | None = None) -> dict[str, int]:
+    """The exercises of a chapter that an assignment grades, in book order -> their points: every exercise with a
+    check, or those of `only` (labels such as ch03-ex-reshape; an unknown label is an error)."""
+    found = {e.label: points(e.grade) for e in find_exercises(nbformat.read(chapter, as_version=4).cells) if e.checks}
+    unknown = sorted(set(only or []) - set(found))
+    if unknown:
+        raise SystemExit(f"{chapter.name} has no autograded exercise {unknown}; it has {list(found)}")
+    return {label: p for label, p in found.items() if only is None or label in only}
+
+
+def source_notebook(chapter: Path, only: list[str] | None = None) -> nbformat.NotebookNode:
+    """The instructor's version of a chapter's assignment (see the module docstring); exercises left out by `only`
+    stay in the notebook as the book has them, their checks ungraded."""
+    nb = nbformat.read(chapter, as_version=4)
+    graded: set[int] = set()  # cells that are not read-only
+    chosen = graded_exercises(chapter, only)
+    for exercise in find_exercises(nb.cells):
+        answers = [k for k in range(exercise.start + 1, exercise.end) if nb.cells[k].cell_type == "code"]
+        if exercise.label not in chosen:
+            graded.update(answers)  # the learner's cells stay theirs, ungraded
+            continue  # not chosen, or a pencil-and-paper exercise answered in prose only
+        solution = [nb.cells[k].source for k in range(*exercise.solution) if nb.cells[k].cell_type == "code"]
+        if not answers or not solution:
+            raise ValueError(f"{chapter.name}: {exercise.label} has a check but no answer cell or no solution code")
+        code = SOLUTION_NAME.sub(r"\1", "\n\n".join(TITLE_LINE.sub("", s) for s in solution)).strip()
+        last = nb.cells[answers[-1]]  # the solution goes last, so that no later stub redefines its names
+        last.source = f"{last.source.rstrip()}\n### BEGIN SOLUTION\n{code}\n### END SOLUTION"
+        for n, k in enumerate(answers):
+            _nbgrader(nb.cells[k], f"{exercise.label}-answer-{n}", solution=True)
+        for n, k in enumerate(exercise.checks):
+            _nbgrader(nb.cells[k], f"{exercise.label}-check-{n}", grade=True, locked=True,
+                      points=points(exercise.grade))
+        graded.update(answers + exercise.checks)
+    for k, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and k not in graded:
+            _nbgrader(cell, f"{assignment_name(chapter)}-cell-{k:03d}", locked=True)
+    nb.cells = student_cells(nb.cells)
+    return nb
+
+
+def write_course(course: Path, chapters: list[Path], timeout: int = 180, only: list[str] | None = None) -> list[str]:
+    """Write the course folder's source versions and config, generate the releases; return the assignment names."""
+    course.mkdir(parents=True, exist_ok=True)
+    (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course), timeout=timeout),
+                                               encoding="utf-8")
+    names = []
+    for chapter in chapters:
+        name = assignment_name(chapter)
+        folder = course / "source" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(source_notebook(chapter, only), folder / chapter.name)
+        run_nbgrader(course, "generate_assignment", name, "--force")
+        names.append(name)
+    return names
+
+
+def run_nbgrader(course: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """One nbgrader command in the course folder (the venv's nbgrader); raises with its log when it fails."""
+    bin_dir = Path(sys.executable).parent  # nbgrader calls the venv's alembic by name
+    env = {**(os.environ if env is None else env)}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run([str(bin_dir / "nbgrader"), *args], cwd=course, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"nbgrader {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("chapters", nargs="*", type=Path)
+    parser.add_argument("--course", type=Path, default=DEFAULT_COURSE)
+    parser.add_argument("--exercises", help="comma-separated labels to grade (one chapter), e.g. ch03-ex-reshape")
+    args = parser.parse_args()
+    chapters = [p.resolve() for p in args.chapters] or notebooks()
+    only = args.exercises.split(",") if args.exercises else None
+    if only and len(chapters) != 1:
+        raise SystemExit("--exercises chooses the exercises of one chapter: name that chapter only")
+    for name in write_course(args.course.resolve(), chapters, only=only):
+        print(f"{args.course / 'release' / name}: released")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

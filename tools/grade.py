@@ -1,0 +1,225 @@
+"""Grade a folder of submitted notebooks with nbgrader and the book's exercise checks; write a table of scores.
+
+Usage: python tools/grade.py CHAPTER SUBMISSIONS [--course build/course] [--timeout 180]
+       make grade CHAPTER=03 SUBMISSIONS=path/to/folder
+
+SUBMISSIONS holds one notebook per learner, either `<learner>.ipynb` or `<learner>/<any name>.ipynb`. Each is copied
+into the course folder (tools/assignments.py writes it when the chapter's assignment is missing) and graded by
+`nbgrader autograde`: the instructor's version of every locked and test cell is put back, the notebook runs top to
+bottom in its own folder, and each exercise check that passes earns the exercise's points.
+
+What a submission cannot do to the grading:
+- loop: a cell running longer than --timeout seconds is interrupted; its exercise scores 0, the notebook goes on;
+- crash: an answer cell that raises scores 0 even if its check passed; a cell that tries to end its kernel is
+  refused, and one that kills it anyway (a segmentation fault) is graded again without that answer;
+- delete or overwrite files outside its folder, or start programs: refused by tools/grading_guard.py (an audit hook
+  in the grading kernel); the exercise whose cells asked for it scores 0, whatever its check said.
+One submission's failure never stops the others. The scores go to `<course>/scores/chNN.csv` and are printed as a
+Markdown table: one row per learner, one column per exercise (points earned), the total and a note saying why an
+exercise scored 0 when it was not a plain wrong answer (timed out, refused, kernel died).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from assignments import DEFAULT_COURSE, assignment_name, graded_exercises, run_nbgrader, write_course
+from notebooks import CHAPTERS, ENVIRONMENT
+
+GUARD = Path(__file__).with_name("grading_guard.py")
+GRADING_REFUSED = "refused while grading"  # the marker in tools/grading_guard.py's messages
+CHECK_ID = re.compile(r"^(?P<label>.+)-(?:check|answer)-\d+$")
+LEARNER = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+@dataclass
+class Result:
+    learner: str
+    scores: dict[str, float] = field(default_factory=dict)  # exercise label -> points earned
+    notes: dict[str, str] = field(default_factory=dict)  # exercise label -> why it scored 0, when not a wrong answer
+    failed: str = ""  # why the whole notebook could not be graded
+
+
+def chapter_path(chapter: str) -> Path:
+    matches = sorted(CHAPTERS.glob(f"{int(chapter):02d}_*.ipynb")) if chapter.isdigit() else []
+    if len(matches) != 1:
+        known = ", ".join(p.name[:2] for p in sorted(CHAPTERS.glob("*.ipynb")))
+        raise SystemExit(f"no chapter {chapter!r}: give its number, one of {known}")
+    return matches[0]
+
+
+def collect(submissions: Path) -> dict[str, Path]:
+    """learner -> their notebook, from `<learner>.ipynb` files and `<learner>/` folders with one notebook each."""
+    if not submissions.is_dir():
+        raise SystemExit(f"{submissions} is not a folder of submissions")
+    found: dict[str, Path] = {}
+    for entry in sorted(submissions.iterdir()):
+        notebooks = [entry] if entry.suffix == ".ipynb" else sorted(entry.glob("*.ipynb")) if entry.is_dir() else []
+        notebooks = [p for p in notebooks if ".ipynb_checkpoints" not in p.parts]
+        if not notebooks:
+            continue
+        learner = entry.stem if entry.is_file() else entry.name
+        if len(notebooks) > 1 or not LEARNER.match(learner) or learner in found:
+            raise SystemExit(f"{entry}: expected one notebook per learner, named with letters, digits, '.', '_' "
+                             f"or '-' (found {[p.name for p in notebooks]})")
+        found[learner] = notebooks[0]
+    if not found:
+        raise SystemExit(f"{submissions} holds no notebooks (<learner>.ipynb or <learner>/<name>.ipynb)")
+    return found
+
+
+def grading_environment(course: Path, learner: str) -> dict[str, str]:
+    """The book's environment, an IPython profile whose start-up file is the guard, and a temporary folder of the
+    learner's own (the guard lets a submission write only there and in its notebook's folder)."""
+    ipython = course / "grading_ipython"
+    startup = ipython / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    shutil.copy(GUARD, startup / "00-grading-guard.py")
+    scratch = course / "grading_tmp" / learner
+    scratch.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, **ENVIRONMENT, "IPYTHONDIR": str(ipython), "TMPDIR": str(scratch), "OMP_NUM_THREADS": "1"}
+
+
+def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_COURSE, timeout: int = 180,
+          only: list[str] | None = None) -> list[Result]:
+    """Autograde every submission of one chapter (the exercises of `only`, or all); return each learner's scores."""
+    course = course.resolve()
+    name = assignment_name(chapter)
+    write_course(course, [chapter], timeout=timeout, only=only)  # the instructor's version is today's chapter
+    for folder in ("submitted", "autograded", "feedback", "grading_tmp"):
+        shutil.rmtree(course / folder, ignore_errors=True)
+    for learner, path in submissions.items():
+        target = course / "submitted" / learner / name / chapter.name
+        target.parent.mkdir(parents=True)
+        shutil.copy(path, target)
+    return [grade_one(course, chapter, learner) for learner in submissions]  # one by one: none stops another
+
+
+def grade_one(course: Path, chapter: Path, learner: str) -> Result:
+    """Autograde one submission. A kernel that dies (a crash the guard cannot refuse, such as a segmentation fault)
+    ends nbgrader's run of the whole notebook: then each exercise's answer in turn is put back to the release's stub
+    until the notebook runs through, and that exercise scores 0 with the note "kernel died"."""
+    name = assignment_name(chapter)
+    try:
+        autograde(course, name, learner)
+        return read_result(course, chapter, learner)
+    except RuntimeError as error:
+        if "DeadKernelError" not in str(error):
+            return Result(learner, failed=f"not graded: {str(error).splitlines()[-1][:100]}")
+    submitted = course / "submitted" / learner / name / chapter.name
+    original = nbformat.read(submitted, as_version=4)
+    release = nbformat.read(course / "release" / name / chapter.name, as_version=4)
+    stubs = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release.cells if _is_answer(c)}
+    for label in {CHECK_ID.match(g).group("label"): 0 for g in stubs}:
+        retry = nbformat.from_dict(original)
+        for cell in retry.cells:
+            if _is_answer(cell) and cell.metadata["nbgrader"]["grade_id"].startswith(f"{label}-answer-"):
+                cell.source = stubs.get(cell.metadata["nbgrader"]["grade_id"], "")
+        nbformat.write(retry, submitted)
+        try:
+            autograde(course, name, learner)
+        except RuntimeError:
+            continue
+        result = read_result(course, chapter, learner)
+        result.scores[label], result.notes[label] = 0.0, "kernel died"
+        return result
+    return Result(learner, failed="not graded: the kernel died whichever answer was left out")
+
+
+def _is_answer(cell) -> bool:
+    return cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution", False)
+
+
+def autograde(course: Path, name: str, learner: str) -> None:
+    run_nbgrader(course, "autograde", name, "--student", learner, "--create", "--force",
+                 env=grading_environment(course, learner))
+
+
+def read_result(course: Path, chapter: Path, learner: str) -> Result:
+    """A learner's points per exercise from the gradebook, with zeros where the guard refused or a cell timed out."""
+    from nbgrader.api import Gradebook
+
+    name = assignment_name(chapter)
+    result = Result(learner)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        notebook = gradebook.find_submission_notebook(chapter.stem, name, learner)
+        for g in notebook.grades:
+            label = CHECK_ID.match(g.name).group("label")
+            result.scores[label] = result.scores.get(label, 0.0) + (g.score or 0.0)
+    graded = nbformat.read(course / "autograded" / learner / name / chapter.name, as_version=4)
+    for cell in graded.cells:
+        match = CHECK_ID.match(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
+        if not match or cell.cell_type != "code":
+            continue
+        label, why = match.group("label"), zero_reason(cell.outputs)
+        errors = [o.ename for o in cell.outputs if o.output_type == "error"]
+        if not why and errors and _is_answer(cell) and result.scores.get(label):
+            why = f"its answer cell raised {errors[0]}"  # a crash after the answer was set: the answer does not count
+        if why and label in result.scores:
+            result.scores[label] = 0.0
+            result.notes.setdefault(label, why)
+    return result
+
+
+def zero_reason(outputs: list) -> str:
+    """Why a cell's exercise scores 0 whatever its check said: the guard refused something, or the cell timed out."""
+    for output in outputs:
+        if output.get("output_type") != "error":
+            continue
+        if GRADING_REFUSED in output.get("evalue", ""):
+            return output["evalue"].split(": ", 1)[1]
+        if output.get("ename") in ("CellTimeoutError", "KeyboardInterrupt"):
+            return "timed out"
+        if output.get("ename") == "DeadKernelError":
+            return "kernel died"
+    return ""
+
+
+def write_table(results: list[Result], points: dict[str, int], csv_path: Path) -> str:
+    """Write the scores as CSV; return them as a Markdown table."""
+    header = ["learner", *[f"{label} ({p})" for label, p in points.items()], f"total ({sum(points.values())})",
+              "notes"]
+    rows = []
+    for r in results:
+        cells = [r.scores.get(label, 0.0) for label in points]
+        notes = "; ".join(f"{label}: {why}" for label, why in r.notes.items()) or r.failed
+        rows.append([r.learner, *[f"{c:g}" for c in cells], f"{sum(cells):g}", notes])
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([header, *rows])
+    out = io.StringIO()
+    out.write("| " + " | ".join(header) + " |\n| " + " | ".join("---" for _ in header) + " |\n")
+    for row in rows:
+        out.write("| " + " | ".join(row) + " |\n")
+    return out.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("chapter", help="the chapter's number, e.g. 3 or 03")
+    parser.add_argument("submissions", type=Path, help="folder of <learner>.ipynb or <learner>/<name>.ipynb")
+    parser.add_argument("--course", type=Path, default=DEFAULT_COURSE)
+    parser.add_argument("--timeout", type=int, default=180, help="seconds a cell may run (default 180)")
+    parser.add_argument("--exercises", help="comma-separated labels to grade, e.g. ch03-ex-qkv,ch03-ex-reshape")
+    args = parser.parse_args()
+    chapter = chapter_path(args.chapter)
+    only = args.exercises.split(",") if args.exercises else None
+    points = graded_exercises(chapter, only)  # fails early on an unknown label
+    results = grade(chapter, collect(args.submissions), args.course, args.timeout, only)
+    csv_path = args.course / "scores" / f"{assignment_name(chapter)}.csv"
+    print(write_table(results, points, csv_path), end="")
+    print(f"\nscores written to {csv_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
