@@ -1,0 +1,164 @@
+"""The slides (tools/slides.py): every chapter carries its session in a handful of short tagged cells, one deck is
+written per session of the instructor guide's plan, nothing in a deck wants the network, and in headless Chromium
+(file://, network cut off) every slide of two decks shows typeset math and loaded figures.
+
+The browser part is skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=1 (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import slides  # noqa: E402
+from exercises import find_exercises, tags  # noqa: E402
+
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+MAX_WORDS, MAX_LINES = 70, 15  # a slide is a figure, an equation or a few lines of code, not a page of prose
+DISPLAY_MATH = re.compile(r"\$\$.+?\$\$", re.S)
+# A script, stylesheet, font or image from another host: src=/href= or CSS url() or @import with http(s): or //.
+REMOTE = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//"""
+                    r"""|@import\s+["']https?:""")
+
+
+def _before_exercises(path: Path) -> list:
+    cells = nbformat.read(path, as_version=4).cells
+    found = find_exercises(cells)
+    return cells[:found[0].start] if found else cells
+
+
+def _shows_figure(cell) -> bool:
+    return cell.cell_type == "code" and any(
+        key.startswith("image/") for out in cell.get("outputs", []) for key in out.get("data", {}))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem[:2])
+def test_chapter_slides_carry_the_session(path):
+    cells = _before_exercises(path)
+    tagged = [cells[i] for i in slides.slide_cells(cells)]
+    assert 6 <= len(tagged) <= 14, f"{path.name}: {len(tagged)} slide cells, want 6 to 14"
+    assert any(_shows_figure(c) for c in tagged), f"{path.name}: no slide shows a figure"
+    untagged_schematics = [i for i, c in enumerate(cells) if c.cell_type == "code"
+                           and "tfm.viz.schematic(" in c.source and c not in tagged]
+    assert not untagged_schematics, f"{path.name}: schematic figure cells {untagged_schematics} are not slides"
+    # A chapter with a short cell of display math puts one on a slide (long paragraphs with math stay in the book).
+    short_equations = [c for c in cells if c.cell_type == "markdown" and DISPLAY_MATH.search(c.source)
+                       and slides.prose_words(c.source) <= MAX_WORDS]
+    if short_equations:
+        assert any(c.cell_type == "markdown" and DISPLAY_MATH.search(c.source) for c in tagged), \
+            f"{path.name}: has display math but no slide shows any"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem[:2])
+def test_slides_are_not_walls_of_prose(path):
+    cells = nbformat.read(path, as_version=4).cells
+    for i in slides.slide_cells(cells):
+        cell = cells[i]
+        if cell.cell_type == "markdown":
+            words = slides.prose_words(cell.source)
+            assert words <= MAX_WORDS, f"{path.name} cell {i}: {words} words of prose on one slide"
+        elif "slide" in tags(cell) and "remove-input" not in tags(cell):
+            lines = len(cell.source.strip().splitlines())
+            assert lines <= MAX_LINES, f"{path.name} cell {i}: {lines} lines of code (tag it slide-output?)"
+
+
+def test_prose_words_ignore_math_and_myst():
+    assert slides.prose_words("## Title\n\nOne two $x_i$ {term}`three <Three>`.\n\n$$\na * b_c\n$$") == 3
+    assert slides.myst_to_markdown("see {numref}`fig-x` {footcite:p}`vaswani2017`.") == "see the figure."
+
+
+def test_a_plan_change_shows_in_the_decks(tmp_path):
+    plan = slides.read_plan()
+    assert [s.number for s in plan] == list(range(1, 12))
+    assert all(s.objectives and s.minutes > 0 for s in plan)
+    text = slides.GUIDE.read_text(encoding="utf-8")
+    shorter = tmp_path / "guide.md"
+    shorter.write_text(re.sub(r"(?m)^\| (?:2|5|9) \| .*\n", "", text), encoding="utf-8")
+    assert [s.number for s in slides.read_plan(shorter)] == [1, 3, 4, 6, 7, 8, 10, 11]
+
+
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory) -> Path:
+    """All the decks, written by tools/slides.py into a temporary folder (npm copies of reveal.js and MathJax)."""
+    if shutil.which("npm") is None and not (slides.vendor.DEFAULT_PREFIX / "node_modules").is_dir():
+        _missing("npm is not installed")
+    out = tmp_path_factory.mktemp("slides")
+    slides.build(out)
+    return out
+
+
+def test_one_deck_per_session_and_nothing_remote(decks):
+    names = sorted(p.name for p in decks.glob("session-*.html"))
+    assert names == [f"session-{s.number:02d}.html" for s in slides.read_plan()]
+    index = (decks / "index.html").read_text(encoding="utf-8")
+    assert all(name in index for name in names)
+    for path in [*decks.glob("*.html"), *(decks / "vendor").rglob("*.css")]:
+        found = REMOTE.search(path.read_text(encoding="utf-8"))
+        assert found is None, f"{path.relative_to(decks)} loads {found.group(0)!r} from the network"
+    for path in decks.glob("session-*.html"):
+        for ref in re.findall(r'(?:src|href)="(vendor/[^"]+)"', path.read_text(encoding="utf-8")):
+            assert (decks / ref).is_file(), f"{path.name} refers to {ref}, not in vendor/"
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("TFM_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{what} (TFM_REQUIRE_BROWSER=1: the browser test must run)")
+    pytest.skip(what)
+
+
+SLIDE_STATE = """() => {
+  const slide = Reveal.getCurrentSlide();
+  const copy = slide.cloneNode(true);
+  copy.querySelectorAll('pre, aside, mjx-container').forEach(e => e.remove());
+  return {
+    index: Reveal.getIndices().h,
+    text: copy.textContent,
+    hasMath: slide.classList.contains('has-math'),
+    typeset: slide.querySelectorAll('mjx-container').length,
+    mathErrors: [...slide.querySelectorAll('[data-mjx-error]')].map(e => e.getAttribute('data-mjx-error')),
+    images: [...slide.querySelectorAll('img')].map(i => i.complete && i.naturalWidth > 0),
+    height: slide.scrollHeight,
+  };
+}"""
+
+
+@pytest.mark.parametrize("deck", ["session-02.html", "session-06.html"])
+def test_every_slide_renders_offline(decks, deck):
+    from browser import CHROMIUM, offline_page
+
+    if CHROMIUM is None:
+        _missing("chromium is not installed (apt-get install -y chromium)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _missing("playwright is not installed (pip install -r requirements.txt)")
+    with offline_page(allowed="file://", viewport={"width": 1280, "height": 800}) as offline:
+        page = offline.page
+        page.goto((decks / deck).as_uri(), wait_until="load")
+        page.wait_for_function("window.Reveal && Reveal.isReady() && window.MathJax && MathJax.startup"
+                               " && MathJax.startup.document", timeout=20_000)
+        page.evaluate("MathJax.startup.promise")
+        seen = 0
+        while True:
+            state = page.evaluate(SLIDE_STATE)
+            where = f"{deck} slide {state['index']}"
+            assert not re.search(r"\\\(|\\\[|\$\$", state["text"]), f"{where}: raw math {state['text'][:300]!r}"
+            assert not state["mathErrors"], f"{where}: MathJax errors {state['mathErrors']}"
+            if state["hasMath"]:
+                assert state["typeset"] > 0, f"{where}: math was not typeset"
+            assert all(state["images"]), f"{where}: an image did not load {state['images']}"
+            assert state["height"] <= 800, f"{where}: {state['height']} px high, more than the slide's 800"
+            seen += 1
+            if page.evaluate("Reveal.isLastSlide()"):
+                break
+            page.evaluate("Reveal.next()")
+        assert seen >= 8
+        assert not offline.aborted and not offline.errors, (offline.aborted, offline.errors)

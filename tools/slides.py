@@ -1,0 +1,261 @@
+"""One reveal.js deck per session of the instructor guide's course plan, made from the chapters' tagged cells.
+
+The slides are not a second text to keep in step with the book: a deck is the chapter's cells tagged `slide` (the
+cell as the book shows it; a `remove-input` cell only its outputs) or `slide-output` (a code cell's outputs only), in
+chapter order, under their section titles, with the prose around them as speaker notes. A change in a chapter reaches
+its slides at the next `make slides`. Nothing is executed: the stored outputs are what the decks show.
+
+The title slide takes the session's minutes from the guide's course plan and the chapter's learning objectives from
+its chapter table; the closing slide lists the chapter's exercises (tools/exercises.py) and the one set in class.
+build/slides/ holds index.html, session-NN.html and vendor/ (reveal.js and MathJax from npm, tools/vendor.py), so
+the folder can be zipped and opened from disk on a classroom machine with no network.
+
+    python tools/slides.py [OUT]        (default build/slides)
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import yaml
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import exercises  # noqa: E402
+import vendor  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "appendices" / "instructor_guide.md"
+SLIDE_TAGS = ("slide", "slide-output")
+# Only what a deck loads: reveal.js with one theme and its font, the speaker-notes plugin, and MathJax with SVG
+# output (its glyphs are drawn as SVG paths, so it needs no font files); their licences travel with them.
+VENDOR_FILES = ("reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js", "reveal.js/dist/theme/white.css",
+                "reveal.js/dist/theme/fonts/source-sans-pro", "reveal.js/plugin/notes/notes.js",
+                "mathjax/es5/tex-svg.js", "reveal.js/LICENSE", "mathjax/LICENSE")
+STYLE = """
+.reveal { font-size: 30px; }
+.reveal h2 { font-size: 1.5em; } .reveal h3 { font-size: 1.1em; color: #555; }
+.reveal section img { max-height: 580px; max-width: 100%; margin: 0.2em auto; background: white; }
+.reveal section img:has(~ img), .reveal section img ~ img { max-height: 290px; }  /* two figures: one above the other */
+.reveal pre { font-size: 0.58em; width: 100%; box-shadow: none; }
+.reveal pre code { max-height: 560px; padding: 0.4em; background: #f6f6f6; }
+.reveal pre.output { font-size: 0.5em; white-space: pre-wrap; }
+.reveal pre.output code { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 300px; }
+.reveal pre.output code { background: #fff; border-left: 3px solid #ccc; }
+.reveal table { font-size: 0.6em; } .reveal ul { font-size: 0.85em; } .reveal .meta { color: #555; font-size: 0.8em; }
+"""
+
+
+@dataclass
+class Session:
+    number: int
+    chapter: Path
+    title: str
+    minutes: int
+    objectives: list[str] = field(default_factory=list)
+    in_class: set[str] = field(default_factory=set)
+
+
+def _rows(text: str, header: str) -> list[list[str]]:
+    """The body rows of the Markdown table whose header line starts with `header`."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def read_plan(guide: Path = GUIDE) -> list[Session]:
+    """The course plan's sessions, each with its chapter's objectives and in-class exercise from the chapter table."""
+    text = guide.read_text(encoding="utf-8")
+    chapters = {}
+    for row in _rows(text, "| chapter | learning objectives"):
+        number = int(re.search(r"`(\d+)\.", row[0]).group(1))
+        chapters[number] = ([part.strip() for part in row[1].split(";")],
+                            set(re.findall(r"`(ch\d+-ex-[\w-]+)` \([^)]*in class", row[3])))
+    sessions = []
+    for row in _rows(text, "| session | chapter"):
+        number = int(row[1].split(".")[0])
+        chapter = next((ROOT / "chapters").glob(f"{number:02d}_*.ipynb"))
+        objectives, in_class = chapters.get(number, ([], set()))
+        sessions.append(Session(int(row[0]), chapter, row[1], int(row[-1]), objectives, in_class))
+    return sessions
+
+
+def myst_to_markdown(text: str) -> str:
+    """Turn the MyST a browser would show raw into plain Markdown: roles into their text, labels and fences away."""
+    text = re.sub(r"\{(?:term|doc|ref)\}`([^`<]*?)\s*<[^`>]*>`", r"\1", text)
+    text = re.sub(r"\{(?:term|ref)\}`([^`]*)`", r"\1", text)
+    text = re.sub(r"\{doc\}`[^`]*`", "", text)
+    text = re.sub(r"\{numref\}`[^`]*`", "the figure", text)
+    text = re.sub(r"\{eq\}`[^`]*`", "the equation", text)
+    text = re.sub(r"\s*\{footcite(?::[pt])?\}`[^`]*`", "", text)
+    text = re.sub(r"(?m)^\([\w:-]+\)=\s*$", "", text)
+    text = re.sub(r"(?m)^(:::+|```+)\{[^}]*\}.*$|^:::+\s*$|^:[a-z-]+:.*$", "", text)
+    return text
+
+
+def _math(content: str, info: dict) -> str:
+    content = html.escape(content.strip())
+    return f"\\[{content}\\]" if info["display_mode"] else f"\\({content}\\)"
+
+
+MD = MarkdownIt("commonmark", {"html": True}).enable("table")
+dollarmath_plugin(MD, renderer=_math, allow_digits=False)
+
+
+def prose_words(source: str) -> int:
+    """Words of a Markdown cell outside its math (inline and display) and headings: the test's measure of prose."""
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]+\$", " ", myst_to_markdown(source), flags=re.S)
+    return len([w for line in text.splitlines() if not line.startswith("#") for w in line.split()])
+
+
+def _text(source: str) -> str:
+    """Markdown as plain text for speaker notes."""
+    return re.sub(r"[*_`#]", "", myst_to_markdown(source)).strip()
+
+
+def render_outputs(cell) -> str:
+    """A code cell's outputs as a browser shows them: images, HTML as is, text in <pre>; errors left out."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out["output_type"] == "stream":
+            parts.append(f'<pre class="output"><code>{html.escape(out["text"])}</code></pre>')
+        elif out["output_type"] in ("display_data", "execute_result"):
+            data = out["data"]
+            if "image/png" in data:
+                parts.append(f'<img alt="figure" src="data:image/png;base64,{data["image/png"].strip()}">')
+            elif "image/svg+xml" in data:
+                svg = base64.b64encode(data["image/svg+xml"].encode()).decode()
+                parts.append(f'<img alt="figure" src="data:image/svg+xml;base64,{svg}">')
+            elif "text/html" in data:
+                parts.append(f'<div class="output">{data["text/html"]}</div>')
+            elif "text/plain" in data:
+                parts.append(f'<pre class="output"><code>{html.escape(data["text/plain"])}</code></pre>')
+    return "\n".join(parts)
+
+
+def render_cell(cell) -> str:
+    """One tagged cell as slide content."""
+    tags = exercises.tags(cell)
+    if cell["cell_type"] == "markdown":
+        body = "\n".join(line for line in cell["source"].splitlines() if not line.startswith("#"))
+        return MD.render(myst_to_markdown(body))
+    code = "" if "slide-output" in tags or "remove-input" in tags else (
+        f'<pre><code class="python">{html.escape(cell["source"])}</code></pre>')
+    return code + render_outputs(cell)
+
+
+def slide_cells(cells) -> list[int]:
+    return [i for i, cell in enumerate(cells) if set(exercises.tags(cell)) & set(SLIDE_TAGS)]
+
+
+def build_deck(session: Session, macros: dict) -> str:
+    """The HTML of one session's deck."""
+    nb = nbformat.read(session.chapter, as_version=4)
+    cells = nb.cells
+    title = re.sub(r"^#\s*\d+\.\s*", "", cells[0].source.splitlines()[0]).strip()
+    objectives = "".join(f"<li>{MD.renderInline(myst_to_markdown(o))}</li>" for o in session.objectives)
+    math = ' class="has-math"' if "\\(" in objectives else ""
+    slides = [f'<section{math}><h2>Session {session.number}: {html.escape(title)}</h2>'
+              f'<p class="meta">chapter {session.title} · {session.minutes} minutes planned</p>'
+              f'<ul>{objectives}</ul></section>']
+    # Speaker notes: the section's untagged prose, each paragraph on the slide it leads up to; the prose after a
+    # section's last slide goes to that slide. Exercises, summary and references stay in the book.
+    found = exercises.find_exercises(cells)
+    stop = found[0].start if found else len(cells)
+    section, notes, last, cards = "", [], None, []
+    tagged = set(slide_cells(cells))
+    for i, cell in enumerate(cells[:stop]):
+        heading = next((line[3:] for line in cell.source.splitlines() if line.startswith("## ")), None)
+        if cell.cell_type == "markdown" and heading is not None:
+            if last is not None:
+                last[1].extend(notes)
+            section, notes, last = heading.strip(), [], None
+        if i in tagged:
+            last = (f"<h3>{MD.renderInline(myst_to_markdown(section))}</h3>{render_cell(cell)}", notes)
+            cards.append(last)
+            notes = []
+        elif cell.cell_type == "markdown":
+            notes.append(_text(cell.source))
+    if last is not None:
+        last[1].extend(notes)
+    for body, prose in cards:
+        aside = f'<aside class="notes">{html.escape(" ".join(prose))}</aside>' if prose else ""
+        math = ' class="has-math"' if "\\(" in body or "\\[" in body else ""
+        slides.append(f"<section{math}>{body}{aside}</section>")
+    items = []
+    for ex in found:
+        where = " <strong>(in class)</strong>" if ex.label in session.in_class else ""
+        items.append(f"<li>{ex.grade} {MD.renderInline(myst_to_markdown(ex.title))}{where}</li>")
+    slides.append(f"<section><h2>Exercises</h2><ul>{''.join(items)}</ul></section>")
+    # Without `noundefined`, a macro missing from _config.yml is an error (data-mjx-error) rather than red text.
+    config = {"tex": {"macros": macros, "packages": {"[-]": ["noundefined"]},
+                      "inlineMath": [["\\(", "\\)"]], "displayMath": [["\\[", "\\]"]]},
+              "svg": {"fontCache": "global"}}
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Session {session.number}: {html.escape(title)}</title>
+<link rel="stylesheet" href="vendor/reveal.js/dist/reveal.css">
+<link rel="stylesheet" href="vendor/reveal.js/dist/theme/white.css">
+<style>{STYLE}</style>
+<script>window.MathJax = {json.dumps(config)};</script>
+<script src="vendor/mathjax/es5/tex-svg.js"></script>
+</head><body><div class="reveal"><div class="slides">
+{chr(10).join(slides)}
+</div></div>
+<script src="vendor/reveal.js/dist/reveal.js"></script>
+<script src="vendor/reveal.js/plugin/notes/notes.js"></script>
+<script>
+Reveal.initialize({{hash: true, width: 1280, height: 800, margin: 0.04, plugins: [RevealNotes]}});
+MathJax.startup.promise.then(() => Reveal.layout());
+</script>
+</body></html>
+"""
+
+
+def book_macros() -> dict:
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
+
+
+def build(out: Path, node_modules: Path | None = None) -> list[Path]:
+    """Write index.html, one deck per session and vendor/ into `out`; return the decks."""
+    node_modules = node_modules or vendor.ensure()
+    if out.exists():
+        shutil.rmtree(out)
+    for name in VENDOR_FILES:
+        src, dst = node_modules / name, out / "vendor" / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
+    macros, decks, links = book_macros(), [], []
+    for session in read_plan():
+        deck = out / f"session-{session.number:02d}.html"
+        deck.write_text(build_deck(session, macros), encoding="utf-8")
+        decks.append(deck)
+        links.append(f'<li><a href="{deck.name}">Session {session.number}: chapter {html.escape(session.title)}</a> '
+                     f"({session.minutes} min)</li>")
+    (out / "index.html").write_text(
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Slides</title></head><body>'
+        f"<h1>Slides, one deck per session</h1><ul>{''.join(links)}</ul>"
+        "<p>Press S in a deck for the speaker view (notes), F for full screen, Esc for an overview.</p>"
+        "</body></html>\n", encoding="utf-8")
+    return decks
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "build" / "slides"
+    for path in build(target):
+        print(path)
