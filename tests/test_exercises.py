@@ -114,3 +114,31 @@ def test_solution_code_starts_collapsed_in_jupyter_and_colab(path):
             assert meta.get("jupyter", {}).get("source_hidden") is True, f"{path.name}: solution cell {i} is open"
             assert meta.get("cellView") == "form" and text(cells[i]).startswith("# @title Solution"), (
                 f"{path.name}: solution cell {i} is not a collapsed Colab form")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_each_solution_answers_every_name_its_check_reads(path):
+    """The instructor's version of an assignment (tools/assignments.py) runs the solution in the learner's answer
+    cell, renamed from <name>_solution (a class: <Name>Solution) to <name>, and before the check: so the solution
+    binds <name>_solution for every name of the stub that the check reads, and reads no name that only the check
+    binds."""
+    cells = cells_of(path)
+
+    def names(find, indices) -> set[str]:
+        return set().union(set(), *(find(text(cells[k])) for k in indices if cells[k]["cell_type"] == "code"))
+
+    problems = []
+    for e in find_exercises(cells):
+        if not e.checks:
+            continue
+        solution = range(e.solution[0], e.solution[1] + 1)
+        answered = names(bound_names, solution)
+        asked = names(bound_names, range(e.start + 1, e.end)) & names(used_names, e.checks)
+        unanswered = sorted(n for n in asked if f"{n}_solution" not in answered and f"{n}Solution" not in answered)
+        if unanswered:
+            problems.append(f"the solution of {e.label} binds no <name>_solution for {unanswered}")
+        only_in_check = names(bound_names, e.checks) - names(bound_names, range(e.start))
+        borrowed = sorted(names(used_names, solution) & only_in_check)
+        if borrowed:
+            problems.append(f"the solution of {e.label} reads {borrowed}, which only its check binds")
+    assert not problems, f"{path.name}: " + "; ".join(problems)
