@@ -1,0 +1,128 @@
+"""The PDF edition (tools/pdf.py, `make pdf`): the whole book, in order, with its contents first, its math typeset
+and bookmarks to navigate it.
+
+The PDF is built once for the module from the stored outputs, into a temporary folder, and read back with poppler
+(pdftotext, pdftoppm, pdfinfo). Skipped when chromium, npm, playwright or poppler is missing, unless
+TFM_REQUIRE_BROWSER=1 (CI), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import browser  # noqa: E402
+import pdf  # noqa: E402
+
+POPPLER = ("pdftotext", "pdftoppm", "pdfinfo")
+# What only shows if TeX was not typeset: a macro of the book or of LaTeX, or display-math delimiters.
+RAW_TEX = re.compile(r"\\(sqrt|frac|softmax|dmodel|WQ|WK|WV|WO|operatorname|mathbb|left|right|top)\b|\$\$|\\\(|\\\[")
+# The first display equation of chapter 2, on the page that starts the chapter.
+CHAPTER_2_OPENING = "Chapter 1 computed attention one token at a time"
+
+
+def _missing(what: str) -> None:
+    if os.environ.get("TFM_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{what} (TFM_REQUIRE_BROWSER=1: the PDF test must run)")
+    pytest.skip(what)
+
+
+def _first_heading(text: str) -> str:
+    line = next(line for line in text.splitlines() if line.startswith("# "))
+    return line[2:].replace("`", "").strip()
+
+
+def book_titles() -> list[str]:
+    """Every chapter's and appendix's title, in the order of _toc.yml."""
+    titles = []
+    for _, files in pdf.book_parts():
+        for file in files:
+            path = ROOT / f"{file}.ipynb"
+            if path.exists():
+                cells = nbformat.read(path, as_version=4).cells
+                titles.append(_first_heading(next(c.source for c in cells if c.cell_type == "markdown")))
+            else:
+                titles.append(_first_heading((ROOT / f"{file}.md").read_text(encoding="utf-8")))
+    return titles
+
+
+@pytest.fixture(scope="module")
+def book_pdf(tmp_path_factory) -> dict:
+    if browser.CHROMIUM is None:
+        _missing("chromium is not installed (apt-get install -y chromium)")
+    if shutil.which("npm") is None:
+        _missing("npm is not installed")
+    if missing := [tool for tool in POPPLER if shutil.which(tool) is None]:
+        _missing(f"poppler is not installed ({', '.join(missing)}: apt-get install -y poppler-utils)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _missing("playwright is not installed (pip install -r requirements.txt)")
+    out = tmp_path_factory.mktemp("pdf") / "book.pdf"
+    summary = pdf.build(out)
+    pages = subprocess.run(["pdftotext", "-layout", str(out), "-"], capture_output=True, text=True,
+                           check=True).stdout.split("\f")
+    return {"path": out, "summary": summary, "pages": pages}
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_title_in_book_order(book_pdf):
+    titles = book_titles()
+    assert len(titles) >= 11 + 8
+    body = _flat(" ".join(book_pdf["pages"][2:]))  # after the contents
+    position = 0
+    for title in titles:
+        found = body.find(_flat(title), position)
+        assert found >= 0, f"{title!r} is missing from the PDF, or out of order"
+        position = found + len(title)
+
+
+def test_contents_come_first(book_pdf):
+    contents = _flat(" ".join(book_pdf["pages"][:2]))
+    assert "Contents" in contents
+    for caption, _ in pdf.book_parts():
+        assert caption in contents
+    for title in book_titles():
+        assert _flat(title) in contents, f"{title!r} is not in the table of contents"
+
+
+def test_no_raw_tex_and_nothing_from_the_network(book_pdf):
+    leaks = [(n + 1, m.group(0)) for n, page in enumerate(book_pdf["pages"]) for m in RAW_TEX.finditer(page)]
+    assert not leaks, f"untypeset TeX (page, text): {leaks[:10]}"
+    assert book_pdf["summary"]["aborted"] == []
+    assert book_pdf["summary"]["views_drawn"], "chapter 8's attention views had not drawn when the PDF was printed"
+
+
+def test_math_page_renders(book_pdf, tmp_path):
+    from PIL import Image
+
+    number = next(n + 1 for n, page in enumerate(book_pdf["pages"]) if CHAPTER_2_OPENING in _flat(page))
+    text = _flat(book_pdf["pages"][number - 1])
+    # MathJax's CHTML output is text in its own fonts: the equation's letters come back as characters.
+    assert "softmax" in text.replace(" ", "") and "√" in text, text[:800]
+    subprocess.run(["pdftoppm", "-png", "-r", "60", "-f", str(number), "-l", str(number), "-singlefile",
+                    str(book_pdf["path"]), str(tmp_path / "page")], check=True)
+    gray = Image.open(tmp_path / "page.png").convert("L")
+    dark = sum(count for value, count in enumerate(gray.histogram()) if value < 128)
+    assert dark > 0.01 * gray.width * gray.height, "the page of chapter 2's first equation renders blank"
+
+
+def test_bookmarks(book_pdf):
+    info = subprocess.run(["pdfinfo", str(book_pdf["path"])], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"Page size:\s+595", info), "not A4"
+    outline = book_pdf["path"].read_bytes()
+    assert b"/Outlines" in outline and b"/Count" in outline, "the PDF has no bookmarks"
+    assert yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"] in book_pdf["pages"][0]

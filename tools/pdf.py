@@ -1,0 +1,205 @@
+"""The PDF edition: the whole book as one file, printed by headless Chromium from Jupyter Book's single-page build.
+
+`make pdf` (or `python tools/pdf.py [out.pdf]`) writes build/pdf/transformer-token-by-token.pdf from the stored
+outputs; nothing is re-executed.
+
+Why a browser and not LaTeX: Jupyter Book's LaTeX route needs TeX Live from Debian (texlive-xetex with
+texlive-latex-extra and fonts: about 75 packages, some 670 MB installed), every SVG figure converted to PDF by
+another tool, and it drops what only a browser can draw (chapter 8's interactive attention views). The browser route
+needs nothing that the browser test does not already install (Debian's chromium, Playwright, npm), and it prints the
+book as readers see it on the website: the same MathJax with the same macros, the same figures and outputs.
+
+How: copy the book files into a temporary folder, build it with `--builder singlehtml` (one HTML page, parts and
+chapters numbered as on the website) with MathJax loaded from the npm copy (tools/vendor.py) instead of a CDN, serve
+it on 127.0.0.1, open it in an offline page (tools/browser.py), wait until MathJax has typeset, the images have
+loaded and chapter 8's views have drawn, add print CSS and a table of contents built from the page's own navigation,
+and print to A4 with page numbers and PDF bookmarks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import browser  # noqa: E402
+import vendor  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "build" / "pdf" / "transformer-token-by-token.pdf"
+# In the copy, an html_extra_path folder: its _static/mathjax lands in the site's _static, where a relative
+# mathjax_path points. Not under html_static_path: every *.js there would be injected into the page as a script.
+EXTRA_DIR = "_pdf_extra"
+
+# Print styles: the website's chrome hidden (and the theme's own print contents, which lists the chapters without
+# their parts: ours, from _toc.yml, replaces it), each part/chapter/appendix on a new page, long lines wrapped.
+PRINT_CSS = """
+@page { size: A4; margin: 16mm 14mm 18mm 14mm; }
+.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .header-article, .bd-header-article, .prev-next-area,
+.bd-footer, .bd-footer-article, .bd-footer-content, .headerlink, .skip-link, #pst-back-to-top, .launch-buttons,
+.dropdown-launch-buttons, .dropdown-download-buttons, .article-header-buttons, .toggle-secondary-sidebar,
+.sidebar-toggle, .search-button, .theme-switch-button, .copybtn, .bd-search, .pst-scrollable-table-container + br,
+#jb-print-docs-body, .tfm-pdf-hide { display: none !important; }
+html, body { font-size: 10.5pt; background: white !important; }
+.bd-container, .bd-container__inner, .bd-main, .bd-content, .bd-article-container, .bd-article, .bd-page-width {
+  max-width: none !important; width: auto !important; padding: 0 !important; margin: 0 !important;
+  display: block !important; overflow: visible !important; }
+section.tfm-chapter { break-before: page; }
+h2.tfm-part-heading { break-before: page; font-size: 24pt; margin-top: 30%; text-align: center; }
+section.tfm-chapter > h3 { font-size: 20pt; }
+h1 { break-after: avoid; }
+h2, h3, h4 { break-after: avoid; }
+pre, .highlight pre, .output pre, div.cell_output pre {
+  white-space: pre-wrap !important; overflow-wrap: anywhere; word-break: break-word; overflow: visible !important;
+  max-height: none !important; font-size: 8.5pt; }
+div.cell_output, .output, .highlight, .cell_input { overflow: visible !important; max-height: none !important; }
+div.cell_input, div.cell_output { break-inside: avoid; }  /* a short cell never splits; a long one still does */
+img, svg, figure, .figure, video { max-width: 100% !important; height: auto; }
+img, figure, .figure, .cell_output .output.image_png { break-inside: avoid; }
+table { font-size: 9pt; }
+mjx-container[display="true"] { overflow: visible !important; }
+mjx-container[display="true"] > mjx-math { max-width: 100%; }
+a { color: inherit; text-decoration: none; }
+#tfm-pdf-toc { break-after: page; }
+#tfm-pdf-toc h2 { font-size: 18pt; }
+#tfm-pdf-toc ol { list-style: none; padding-left: 0; }
+#tfm-pdf-toc li.tfm-part { font-weight: bold; margin-top: .8em; }
+#tfm-pdf-toc li.tfm-part > ol { font-weight: normal; padding-left: 1.2em; }
+#tfm-pdf-toc .tfm-title-page { font-size: 26pt; font-weight: bold; margin: 2em 0 .3em; }
+"""
+
+# The table of contents, from _toc.yml (the parts' captions and their files, which the website's navigation shows)
+# and the chapters' own numbered titles on the page. Each part gets a heading of its own (a bookmark, a page) before
+# its first chapter; each chapter's section is marked to start on a new page. Returns the titles, in order.
+TOC_JS = """
+([title, parts]) => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const toc = document.createElement('div');
+  toc.id = 'tfm-pdf-toc';
+  toc.innerHTML = '<div class="tfm-title-page"></div><h2>Contents</h2><ol></ol>';
+  toc.querySelector('.tfm-title-page').textContent = title;
+  const titles = [];
+  for (const [caption, files] of parts) {
+    const part = document.createElement('li');
+    part.className = 'tfm-part';
+    part.innerHTML = '<span></span><ol></ol>';
+    part.querySelector('span').textContent = caption;
+    toc.querySelector('ol').appendChild(part);
+    files.forEach((file, i) => {
+      const anchor = document.getElementById('document-' + file);
+      const section = anchor && anchor.nextElementSibling;
+      if (!section) return;
+      const heading = section.querySelector('h1, h2, h3, h4');
+      const item = document.createElement('li');
+      item.textContent = heading.textContent.replace(/#$/, '').trim();
+      titles.push(item.textContent);
+      part.querySelector('ol').appendChild(item);
+      section.classList.add('tfm-chapter');
+      if (i === 0) {
+        const partHeading = document.createElement('h2');
+        partHeading.className = 'tfm-part-heading';
+        partHeading.textContent = caption;
+        anchor.before(partHeading);
+      }
+    });
+  }
+  // The intro's "The chapters" heading holds only the lists of chapters (one per part), which this contents replaces.
+  const holder = document.querySelector('.toctree-wrapper')?.parentElement;
+  const [heading, ...rest] = holder ? holder.children : [];
+  if (holder && holder.matches('section') && rest.every(child => child.matches('.toctree-wrapper'))) heading.remove();
+  article.prepend(toc);
+  return titles;
+}
+"""
+
+# Ready to print: MathJax has typeset, every image has loaded, every bertviz view (chapter 8) has drawn its SVG.
+READY_JS = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  await Promise.all([...document.images].map(img => img.complete ? null :
+    new Promise(done => { img.onload = img.onerror = done; })));
+  return [...document.querySelectorAll('[id^="bertviz-"]')].every(view => view.querySelector('svg'));
+}
+"""
+
+FOOTER = ('<div style="font-size:8pt; width:100%; text-align:center; color:#555;">'
+          '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
+
+
+def book_parts() -> list[tuple[str, list[str]]]:
+    """The parts of _toc.yml: (caption, [file, ...]) in reading order."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return [(part["caption"], [entry["file"] for entry in part["chapters"]]) for part in toc["parts"]]
+
+
+def prepare(book: Path, node_modules: Path) -> None:
+    """Point the copy's MathJax at the npm copy (served from the site, not injected as a static script)."""
+    shutil.copytree(node_modules / "mathjax" / "es5", book / EXTRA_DIR / "_static" / "mathjax")
+    config_path = book / "_config.yml"
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
+    sphinx["mathjax_path"] = "mathjax/tex-chtml.js"
+    sphinx["html_extra_path"] = [*sphinx.get("html_extra_path", []), EXTRA_DIR]
+    # sphinx-jupyterbook-latex adds nodes that only the html and latex builders know; singlehtml stops on them.
+    config.setdefault("latex", {})["use_jupyterbook_latex"] = False
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
+
+
+def build_singlehtml(book: Path) -> Path:
+    """Jupyter Book's one-page build of `book` (stored outputs) into intro.html (the root page); return its folder."""
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    result = subprocess.run([str(jupyter_book), "build", str(book), "--builder", "singlehtml",
+                             "--path-output", str(book / "out")], capture_output=True, text=True, timeout=900)
+    site = book / "out" / "_build" / "singlehtml"
+    if result.returncode != 0 or not (site / "intro.html").is_file():
+        raise RuntimeError(f"jupyter-book singlehtml build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return site
+
+
+def print_pdf(site: Path, out: Path, node_modules: Path, title: str) -> dict:
+    """Print the one-page site to `out`; return what happened (titles, network requests refused, JS errors)."""
+    with browser.serve(site) as base, browser.offline_page(base, node_modules, {"width": 1100, "height": 1400}) as off:
+        page = off.page
+        page.goto(f"{base}/intro.html", wait_until="load", timeout=180_000)
+        drawn = page.evaluate(READY_JS)
+        titles = page.evaluate(TOC_JS, [title, book_parts()])
+        page.add_style_tag(content=PRINT_CSS)
+        page.emulate_media(media="print")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        page.pdf(path=str(out), format="A4", print_background=True, display_header_footer=True,
+                 header_template="<span></span>", footer_template=FOOTER, outline=True, tagged=True,
+                 margin={"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"})
+        return {"titles": titles, "views_drawn": drawn, "aborted": off.aborted, "errors": off.errors}
+
+
+def build(out: Path = DEFAULT_OUT, node_modules: Path | None = None) -> dict:
+    """The whole PDF edition into `out`; return a summary (see print_pdf) with the seconds each step took."""
+    node_modules = node_modules or vendor.ensure()
+    title = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"]
+    with tempfile.TemporaryDirectory(prefix="tfm-pdf-") as tmp:
+        book = browser.copy_book(Path(tmp) / "book")
+        prepare(book, node_modules)
+        start = time.perf_counter()
+        site = build_singlehtml(book)
+        built = time.perf_counter()
+        summary = print_pdf(site, out, node_modules, title)
+        summary["seconds"] = {"build": round(built - start, 1), "print": round(time.perf_counter() - built, 1)}
+    return summary
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
+    info = build(target)
+    print(f"{target}: {target.stat().st_size / 1e6:.1f} MB, {len(info['titles'])} chapters and appendices, "
+          f"build {info['seconds']['build']} s, print {info['seconds']['print']} s")
+    for what in ("aborted", "errors"):
+        if info[what]:
+            print(f"{what}: {info[what]}", file=sys.stderr)
+    if not info["views_drawn"]:
+        print("warning: chapter 8's attention views had not drawn", file=sys.stderr)
