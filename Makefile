@@ -22,9 +22,9 @@ export TFM_DEVICE := cpu
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install book test lint unit notebooks notebooks-perturbed notebooks-both student-check build-check execute student \
+.PHONY: help install book test lint unit notebooks notebooks-perturbed notebooks-both student-check build-check execute student assignments grade \
 	serve freeze clean \
-	bench robustness figures
+	bench robustness figures slides pdf
 
 help:
 	@echo "make book     build the website into _build/html"
@@ -32,10 +32,14 @@ help:
 	@echo "              path), build with warnings as errors"
 	@echo "make execute  re-run every notebook in place to refresh its stored outputs"
 	@echo "make student  write the student edition (solutions removed) into student/"
+	@echo "make assignments  every chapter as an nbgrader assignment in build/course (release/ is what learners get)"
+	@echo "make grade CHAPTER=03 SUBMISSIONS=folder  grade a folder of submitted notebooks -> table of scores"
 	@echo "make serve    preview the built site on http://localhost:8000"
 	@echo "make bench    tfm against torch.nn, and each chapter's execution time against its budget"
 	@echo "make robustness  every trained claim over 5 seeds x 3 numeric paths -> appendices/robustness.md (~1 h)"
 	@echo "make figures  redraw the schematic SVG figures in assets/ (tools/figures.py)"
+	@echo "make slides   one reveal.js deck per course session, from the chapters' slide-tagged cells -> build/slides"
+	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
 	@echo "make lint | make freeze | make clean"
 
 install: $(STAMP)
@@ -87,6 +91,13 @@ execute: $(STAMP)
 student: $(STAMP)
 	$(BIN)/python tools/student_edition.py --out student $(NOTEBOOKS)
 
+assignments: $(STAMP)
+	$(BIN)/python tools/assignments.py $(NOTEBOOKS)
+
+grade: $(STAMP)
+	@test -n "$(CHAPTER)" -a -n "$(SUBMISSIONS)" || (echo "usage: make grade CHAPTER=03 SUBMISSIONS=folder"; exit 2)
+	$(BIN)/python tools/grade.py $(CHAPTER) $(SUBMISSIONS) $(if $(EXERCISES),--exercises $(EXERCISES))
+
 serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000
 
@@ -99,6 +110,12 @@ robustness: $(STAMP)
 
 figures: $(STAMP)
 	$(BIN)/python tools/figures.py
+
+slides: $(STAMP)
+	$(BIN)/python tools/slides.py build/slides
+
+pdf: $(STAMP)
+	$(BIN)/python tools/pdf.py build/pdf/transformer-token-by-token.pdf
 
 freeze: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^tfm' | sed 's/^torch==\(.*\)+cpu/torch==\1/' > requirements.lock.tmp
