@@ -96,7 +96,7 @@ assignments: $(STAMP)
 
 grade: $(STAMP)
 	@test -n "$(CHAPTER)" -a -n "$(SUBMISSIONS)" || (echo "usage: make grade CHAPTER=03 SUBMISSIONS=folder"; exit 2)
-	$(BIN)/python tools/grade.py $(CHAPTER) $(SUBMISSIONS) $(if $(EXERCISES),--exercises $(EXERCISES))
+	$(BIN)/python tools/grade.py $(CHAPTER) $(SUBMISSIONS)
 
 serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000

@@ -66,27 +66,19 @@ def _nbgrader(cell, grade_id: str, *, solution: bool = False, grade: bool = Fals
     cell.metadata["nbgrader"] = meta
 
 
-def graded_exercises(chapter: Path, only: list[str] | None = None) -> dict[str, int]:
-    """The exercises of a chapter that an assignment grades, in book order -> their points: every exercise with a
-    check, or those of `only` (labels such as ch03-ex-reshape; an unknown label is an error)."""
-    found = {e.label: points(e.grade) for e in find_exercises(nbformat.read(chapter, as_version=4).cells) if e.checks}
-    unknown = sorted(set(only or []) - set(found))
-    if unknown:
-        raise SystemExit(f"{chapter.name} has no autograded exercise {unknown}; it has {list(found)}")
-    return {label: p for label, p in found.items() if only is None or label in only}
+def graded_exercises(chapter: Path) -> dict[str, int]:
+    """The exercises of a chapter that its assignment grades (those with a check), in book order -> their points."""
+    return {e.label: points(e.grade) for e in find_exercises(nbformat.read(chapter, as_version=4).cells) if e.checks}
 
 
-def source_notebook(chapter: Path, only: list[str] | None = None) -> nbformat.NotebookNode:
-    """The instructor's version of a chapter's assignment (see the module docstring); exercises left out by `only`
-    stay in the notebook as the book has them, their checks ungraded."""
+def source_notebook(chapter: Path) -> nbformat.NotebookNode:
+    """The instructor's version of a chapter's assignment (see the module docstring)."""
     nb = nbformat.read(chapter, as_version=4)
     graded: set[int] = set()  # cells that are not read-only
-    chosen = graded_exercises(chapter, only)
     for exercise in find_exercises(nb.cells):
         answers = [k for k in range(exercise.start + 1, exercise.end) if nb.cells[k].cell_type == "code"]
-        if exercise.label not in chosen:
-            graded.update(answers)  # the learner's cells stay theirs, ungraded
-            continue  # not chosen, or a pencil-and-paper exercise answered in prose only
+        if not exercise.checks:
+            continue  # a pencil-and-paper exercise answered in prose only
         solution = [nb.cells[k].source for k in range(*exercise.solution) if nb.cells[k].cell_type == "code"]
         if not answers or not solution:
             raise ValueError(f"{chapter.name}: {exercise.label} has a check but no answer cell or no solution code")
@@ -106,7 +98,7 @@ def source_notebook(chapter: Path, only: list[str] | None = None) -> nbformat.No
     return nb
 
 
-def write_course(course: Path, chapters: list[Path], timeout: int = 180, only: list[str] | None = None) -> list[str]:
+def write_course(course: Path, chapters: list[Path], timeout: int = 180) -> list[str]:
     """Write the course folder's source versions and config, generate the releases; return the assignment names."""
     course.mkdir(parents=True, exist_ok=True)
     (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course), timeout=timeout),
@@ -116,7 +108,7 @@ def write_course(course: Path, chapters: list[Path], timeout: int = 180, only: l
         name = assignment_name(chapter)
         folder = course / "source" / name
         folder.mkdir(parents=True, exist_ok=True)
-        nbformat.write(source_notebook(chapter, only), folder / chapter.name)
+        nbformat.write(source_notebook(chapter), folder / chapter.name)
         run_nbgrader(course, "generate_assignment", name, "--force")
         names.append(name)
     return names
@@ -137,13 +129,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapters", nargs="*", type=Path)
     parser.add_argument("--course", type=Path, default=DEFAULT_COURSE)
-    parser.add_argument("--exercises", help="comma-separated labels to grade (one chapter), e.g. ch03-ex-reshape")
     args = parser.parse_args()
     chapters = [p.resolve() for p in args.chapters] or notebooks()
-    only = args.exercises.split(",") if args.exercises else None
-    if only and len(chapters) != 1:
-        raise SystemExit("--exercises chooses the exercises of one chapter: name that chapter only")
-    for name in write_course(args.course.resolve(), chapters, only=only):
+    for name in write_course(args.course.resolve(), chapters):
         print(f"{args.course / 'release' / name}: released")
     return 0
 

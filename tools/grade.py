@@ -1,12 +1,14 @@
 """Grade a folder of submitted notebooks with nbgrader and the book's exercise checks; write a table of scores.
 
-Usage: python tools/grade.py CHAPTER SUBMISSIONS [--course build/course] [--timeout 180]
+Usage: .venv/bin/python tools/grade.py CHAPTER SUBMISSIONS [--course build/course] [--timeout 180]
        make grade CHAPTER=03 SUBMISSIONS=path/to/folder
 
-SUBMISSIONS holds one notebook per learner, either `<learner>.ipynb` or `<learner>/<any name>.ipynb`. Each is copied
-into the course folder (tools/assignments.py writes it when the chapter's assignment is missing) and graded by
-`nbgrader autograde`: the instructor's version of every locked and test cell is put back, the notebook runs top to
-bottom in its own folder, and each exercise check that passes earns the exercise's points.
+SUBMISSIONS holds one notebook per learner, either `<learner>.ipynb` or `<learner>/<any name>.ipynb` (characters
+other than letters, digits, '.', '_' and '-' in a learner's name become '_'). Each run grades in a fresh nbgrader
+course folder of its own, `<course>/grading/chNN` (tools/assignments.py writes the chapter's assignment there from
+today's chapter; the hand-out folders of `make assignments` are never touched), with `nbgrader autograde`: the
+instructor's version of every locked and test cell is put back, the notebook runs top to bottom in its own folder,
+and each exercise check that passes earns the exercise's points.
 
 What a submission cannot do to the grading:
 - loop: a cell running longer than --timeout seconds is interrupted; its exercise scores 0, the notebook goes on;
@@ -16,7 +18,7 @@ What a submission cannot do to the grading:
   in the grading kernel); the exercise whose cells asked for it scores 0, whatever its check said.
 One submission's failure never stops the others. The scores go to `<course>/scores/chNN.csv` and are printed as a
 Markdown table: one row per learner, one column per exercise (points earned), the total and a note saying why an
-exercise scored 0 when it was not a plain wrong answer (timed out, refused, kernel died).
+exercise scored 0: the refusal, time-out or crash, or else the first line of the check's message.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from notebooks import CHAPTERS, ENVIRONMENT
 GUARD = Path(__file__).with_name("grading_guard.py")
 GRADING_REFUSED = "refused while grading"  # the marker in tools/grading_guard.py's messages
 CHECK_ID = re.compile(r"^(?P<label>.+)-(?:check|answer)-\d+$")
-LEARNER = re.compile(r"^[A-Za-z0-9_.-]+$")
+UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")  # nbgrader's student ids are folder names
 
 
 @dataclass
@@ -67,10 +69,11 @@ def collect(submissions: Path) -> dict[str, Path]:
         notebooks = [p for p in notebooks if ".ipynb_checkpoints" not in p.parts]
         if not notebooks:
             continue
-        learner = entry.stem if entry.is_file() else entry.name
-        if len(notebooks) > 1 or not LEARNER.match(learner) or learner in found:
-            raise SystemExit(f"{entry}: expected one notebook per learner, named with letters, digits, '.', '_' "
-                             f"or '-' (found {[p.name for p in notebooks]})")
+        learner = UNSAFE.sub("_", entry.stem if entry.is_file() else entry.name).strip("_.") or "learner"
+        if len(notebooks) > 1:
+            raise SystemExit(f"{entry}: expected one notebook per learner, found {[p.name for p in notebooks]}")
+        if learner in found:
+            raise SystemExit(f"{entry} and {found[learner]} both become learner {learner!r}: rename one")
         found[learner] = notebooks[0]
     if not found:
         raise SystemExit(f"{submissions} holds no notebooks (<learner>.ipynb or <learner>/<name>.ipynb)")
@@ -89,14 +92,17 @@ def grading_environment(course: Path, learner: str) -> dict[str, str]:
     return {**os.environ, **ENVIRONMENT, "IPYTHONDIR": str(ipython), "TMPDIR": str(scratch), "OMP_NUM_THREADS": "1"}
 
 
-def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_COURSE, timeout: int = 180,
-          only: list[str] | None = None) -> list[Result]:
-    """Autograde every submission of one chapter (the exercises of `only`, or all); return each learner's scores."""
-    course = course.resolve()
+def grading_folder(course: Path, chapter: Path) -> Path:
+    return course.resolve() / "grading" / assignment_name(chapter)
+
+
+def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_COURSE,
+          timeout: int = 180) -> list[Result]:
+    """Autograde every submission of one chapter in a fresh course folder; return each learner's scores."""
     name = assignment_name(chapter)
-    write_course(course, [chapter], timeout=timeout, only=only)  # the instructor's version is today's chapter
-    for folder in ("submitted", "autograded", "feedback", "grading_tmp"):
-        shutil.rmtree(course / folder, ignore_errors=True)
+    course = grading_folder(course, chapter)
+    shutil.rmtree(course, ignore_errors=True)  # nbgrader refuses to change an assignment that has submissions
+    write_course(course, [chapter], timeout=timeout)  # the instructor's version is today's chapter
     for learner, path in submissions.items():
         target = course / "submitted" / learner / name / chapter.name
         target.parent.mkdir(parents=True)
@@ -114,7 +120,7 @@ def grade_one(course: Path, chapter: Path, learner: str) -> Result:
         return read_result(course, chapter, learner)
     except RuntimeError as error:
         if "DeadKernelError" not in str(error):
-            return Result(learner, failed=f"not graded: {str(error).splitlines()[-1][:100]}")
+            return Result(learner, failed=f"not graded: {_first_error(str(error))}")
     submitted = course / "submitted" / learner / name / chapter.name
     original = nbformat.read(submitted, as_version=4)
     release = nbformat.read(course / "release" / name / chapter.name, as_version=4)
@@ -133,6 +139,12 @@ def grade_one(course: Path, chapter: Path, learner: str) -> Result:
         result.scores[label], result.notes[label] = 0.0, "kernel died"
         return result
     return Result(learner, failed="not graded: the kernel died whichever answer was left out")
+
+
+def _first_error(log: str) -> str:
+    """The line of nbgrader's log that names what went wrong (not its generic closing lines)."""
+    lines = [line.strip() for line in log.splitlines() if "Error" in line and "There was an error" not in line]
+    return (lines[-1] if lines else log.strip().splitlines()[-1])[:200]
 
 
 def _is_answer(cell) -> bool:
@@ -167,6 +179,9 @@ def read_result(course: Path, chapter: Path, learner: str) -> Result:
         if why and label in result.scores:
             result.scores[label] = 0.0
             result.notes.setdefault(label, why)
+        failed = [o.evalue for o in cell.outputs if o.output_type == "error" and o.ename == "CheckFailed"]
+        if failed and not _is_answer(cell):  # a plain wrong answer: what the check told the learner
+            result.notes.setdefault(label, failed[0].splitlines()[0][:150])
     return result
 
 
@@ -209,15 +224,12 @@ def main() -> int:
     parser.add_argument("submissions", type=Path, help="folder of <learner>.ipynb or <learner>/<name>.ipynb")
     parser.add_argument("--course", type=Path, default=DEFAULT_COURSE)
     parser.add_argument("--timeout", type=int, default=180, help="seconds a cell may run (default 180)")
-    parser.add_argument("--exercises", help="comma-separated labels to grade, e.g. ch03-ex-qkv,ch03-ex-reshape")
     args = parser.parse_args()
     chapter = chapter_path(args.chapter)
-    only = args.exercises.split(",") if args.exercises else None
-    points = graded_exercises(chapter, only)  # fails early on an unknown label
-    results = grade(chapter, collect(args.submissions), args.course, args.timeout, only)
+    results = grade(chapter, collect(args.submissions), args.course, args.timeout)
     csv_path = args.course / "scores" / f"{assignment_name(chapter)}.csv"
-    print(write_table(results, points, csv_path), end="")
-    print(f"\nscores written to {csv_path}")
+    print(write_table(results, graded_exercises(chapter), csv_path), end="")
+    print(f"\nscores written to {csv_path}; graded notebooks in {grading_folder(args.course, chapter) / 'autograded'}")
     return 0
 
 
