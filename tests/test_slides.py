@@ -126,11 +126,13 @@ SLIDE_STATE = """() => {
     mathErrors: [...slide.querySelectorAll('[data-mjx-error]')].map(e => e.getAttribute('data-mjx-error')),
     images: [...slide.querySelectorAll('img')].map(i => i.complete && i.naturalWidth > 0),
     height: slide.scrollHeight,
+    tooWide: [...slide.querySelectorAll('mjx-container > svg, img, pre, table')].filter(e =>
+      e.getBoundingClientRect().right > slide.getBoundingClientRect().right + 1).map(e => e.tagName),
   };
 }"""
 
 
-@pytest.mark.parametrize("deck", ["session-02.html", "session-06.html"])
+@pytest.mark.parametrize("deck", ["session-02.html", "session-03.html", "session-06.html"])
 def test_every_slide_renders_offline(decks, deck):
     from browser import CHROMIUM, offline_page
 
@@ -156,6 +158,7 @@ def test_every_slide_renders_offline(decks, deck):
                 assert state["typeset"] > 0, f"{where}: math was not typeset"
             assert all(state["images"]), f"{where}: an image did not load {state['images']}"
             assert state["height"] <= 800, f"{where}: {state['height']} px high, more than the slide's 800"
+            assert not state["tooWide"], f"{where}: wider than the slide: {state['tooWide']}"
             seen += 1
             if page.evaluate("Reveal.isLastSlide()"):
                 break

@@ -36,6 +36,7 @@ import vendor  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "appendices" / "instructor_guide.md"
 SLIDE_TAGS = ("slide", "slide-output")
+FRONT_MATTER = ("", "Learning objectives", "Prerequisites")  # sections of a chapter's opening, not of its content
 # Only what a deck loads: reveal.js with one theme and its font, the speaker-notes plugin, and MathJax with SVG
 # output (its glyphs are drawn as SVG paths, so it needs no font files); their licences travel with them.
 VENDOR_FILES = ("reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js", "reveal.js/dist/theme/white.css",
@@ -46,6 +47,7 @@ STYLE = """
 .reveal h2 { font-size: 1.5em; } .reveal h3 { font-size: 1.1em; color: #555; }
 .reveal section img { max-height: 580px; max-width: 100%; margin: 0.2em auto; background: white; }
 .reveal section img:has(~ img), .reveal section img ~ img { max-height: 290px; }  /* two figures: one above the other */
+.reveal mjx-container[display="true"] > svg { max-width: 100%; height: auto; }  /* a long equation shrinks to fit */
 .reveal pre { font-size: 0.58em; width: 100%; box-shadow: none; }
 .reveal pre code { max-height: 560px; padding: 0.4em; background: #f6f6f6; }
 .reveal pre.output { font-size: 0.5em; white-space: pre-wrap; }
@@ -185,7 +187,8 @@ def build_deck(session: Session, macros: dict) -> str:
                 last[1].extend(notes)
             section, notes, last = heading.strip(), [], None
         if i in tagged:
-            last = (f"<h3>{MD.renderInline(myst_to_markdown(section))}</h3>{render_cell(cell)}", notes)
+            shown = title if section in FRONT_MATTER else section  # a figure of the opening: the chapter's title
+            last = (f"<h3>{MD.renderInline(myst_to_markdown(shown))}</h3>{render_cell(cell)}", notes)
             cards.append(last)
             notes = []
         elif cell.cell_type == "markdown":
