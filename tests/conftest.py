@@ -1,6 +1,11 @@
-"""Shared helpers for the tests: weight copying between tfm and torch.nn, and a seeded generator."""
+"""Shared helpers for the tests: weight copying between tfm and torch.nn, a seeded generator, and the fixtures that
+skip (or, under TFM_REQUIRE_BROWSER=1 as in CI, fail) the browser and PDF checks on a machine without their tools."""
 
 from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +18,30 @@ TOL = 1e-5  # float32 equality with weights copied across (the bar set for tfm)
 # The test tensors are tiny: a second thread buys nothing and, on a busy machine, makes every op wait for it
 # (measured: greedy decoding of 10 tokens 0.9 s with 2 threads under load, 0.03 s with one).
 torch.set_num_threads(1)
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import browser  # noqa: E402
+
+
+def _require(what_is_missing: str | None) -> None:
+    if what_is_missing is None:
+        return
+    if os.environ.get("TFM_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{what_is_missing} (TFM_REQUIRE_BROWSER=1: the browser checks must run)")
+    pytest.skip(what_is_missing)
+
+
+@pytest.fixture(scope="session")
+def browser_tools() -> None:
+    """Chromium, npm and Playwright are here (tools/browser.py)."""
+    _require(browser.missing())
+
+
+@pytest.fixture(scope="session")
+def pdf_tools() -> None:
+    """The browser tools and poppler, which reads a PDF back."""
+    _require(browser.missing(poppler=True))
 
 
 @pytest.fixture(autouse=True)

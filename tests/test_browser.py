@@ -12,9 +12,7 @@ Skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import vendor  # noqa: E402
-from browser import CHROMIUM, copy_book, offline_page, serve  # noqa: E402
+from browser import copy_book, offline_page, serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "chapters/08_inside_bert"
@@ -32,32 +30,14 @@ NPM_PACKAGES = {"d3": "5.7.0", "jquery": "2.2.4",  # the versions in tfm.attnviz
 SCHEMATIC_CHAPTERS = {"01", "02", "03", "04", "05", "06", "07", "09", "10"}  # each shows at least one
 
 
-def _missing(what: str) -> None:
-    if os.environ.get("TFM_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{what} (TFM_REQUIRE_BROWSER=1: the browser test must run)")
-    pytest.skip(what)
-
-
 @pytest.fixture(scope="module")
-def tools():
-    if CHROMIUM is None:
-        _missing("chromium is not installed (apt-get install -y chromium)")
-    if shutil.which("npm") is None:
-        _missing("npm is not installed")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _missing("playwright is not installed (pip install -r requirements.txt)")
-
-
-@pytest.fixture(scope="module")
-def cdn_files(tools, tmp_path_factory) -> Path:
+def cdn_files(browser_tools, tmp_path_factory) -> Path:
     """npm copies of the libraries the page loads from the CDN (never committed)."""
     return vendor.ensure(tmp_path_factory.mktemp("npm"), NPM_PACKAGES)
 
 
 @pytest.fixture(scope="module")
-def site(tools, tmp_path_factory) -> Path:
+def site(browser_tools, tmp_path_factory) -> Path:
     """The whole book, built from the stored outputs into a temporary folder."""
     book = copy_book(tmp_path_factory.mktemp("book"))
     jupyter_book = Path(sys.executable).with_name("jupyter-book")

