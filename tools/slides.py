@@ -132,16 +132,18 @@ def _text(source: str) -> str:
 def render_outputs(cell) -> str:
     """A code cell's outputs as a browser shows them: images, HTML as is, text in <pre>; errors left out."""
     parts = []
+    meta = cell.get("metadata", {}).get("mystnb", {})  # a schematic's alt text and caption, as the website has them
+    alt = html.escape(meta.get("image", {}).get("alt") or meta.get("figure", {}).get("caption") or "figure", quote=True)
     for out in cell.get("outputs", []):
         if out["output_type"] == "stream":
             parts.append(f'<pre class="output"><code>{html.escape(out["text"])}</code></pre>')
         elif out["output_type"] in ("display_data", "execute_result"):
             data = out["data"]
             if "image/png" in data:
-                parts.append(f'<img alt="figure" src="data:image/png;base64,{data["image/png"].strip()}">')
+                parts.append(f'<img alt="{alt}" src="data:image/png;base64,{data["image/png"].strip()}">')
             elif "image/svg+xml" in data:
                 svg = base64.b64encode(data["image/svg+xml"].encode()).decode()
-                parts.append(f'<img alt="figure" src="data:image/svg+xml;base64,{svg}">')
+                parts.append(f'<img alt="{alt}" src="data:image/svg+xml;base64,{svg}">')
             elif "text/html" in data:
                 parts.append(f'<div class="output">{data["text/html"]}</div>')
             elif "text/plain" in data:
