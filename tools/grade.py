@@ -192,11 +192,9 @@ def zero_reason(outputs: list) -> str:
             continue
         if GRADING_REFUSED in output.get("evalue", ""):
             return output["evalue"].split(": ", 1)[1]
-        if output.get("ename") in ("CellTimeoutError", "KeyboardInterrupt"):
+        if output.get("ename") in ("CellTimeoutError", "KeyboardInterrupt"):  # nbgrader interrupts a slow cell
             return "timed out"
-        if output.get("ename") == "DeadKernelError":
-            return "kernel died"
-    return ""
+    return ""  # a dead kernel never reaches an output: grade_one regrades without the answer that killed it
 
 
 def write_table(results: list[Result], points: dict[str, int], csv_path: Path) -> str:
