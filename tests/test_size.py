@@ -1,5 +1,6 @@
 """tfm stays small enough to read in an afternoon: the reference implementation of issue 3 about 1,500 lines of
-code, no module over 400; the helpers single chapters add (text, cost, vision, ...) are counted apart."""
+code, no module over 400; the helpers single chapters add (text, cost, vision, tokens, pretraining, ...) are counted
+apart, and the whole package stays under 2,600 lines."""
 
 from pathlib import Path
 
@@ -17,4 +18,4 @@ def test_modules_are_small():
     assert max(sizes.values()) <= 400, sizes
     core = sum(n for name, n in sizes.items() if name in CORE)
     assert core <= 1500, f"tfm's core has grown to {core} non-blank lines: {sizes}"
-    assert sum(sizes.values()) <= 2000, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"
+    assert sum(sizes.values()) <= 2600, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"

@@ -183,13 +183,15 @@ class EncoderClassifier(nn.Module):
         """Token ids ``(B, T)`` -> logits ``(B, n_classes)`` (and the attention weights if asked)."""
         keys = ids != self.pad_id  # (B, T)
         x, weights = self.encoder(self.positions(self.embed(ids)), combine_masks(keys), need_weights)
-        if self.pooling == "cls":
-            pooled = x[:, 0]  # (B, d_model)
-        else:
-            weights_mean = keys.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
-            pooled = (x * weights_mean).sum(1) / weights_mean.sum(1).clamp(min=1.0)  # (B, d_model)
+        pooled = x[:, 0] if self.pooling == "cls" else mean_pool(x, keys)  # (B, d_model)
         logits = self.head(pooled)  # (B, n_classes)
         return (logits, weights) if need_weights else logits
+
+
+def mean_pool(x: Tensor, keys: Tensor) -> Tensor:
+    """The mean of the states ``x (B, T, d)`` over the real tokens (``keys (B, T)`` True) -> ``(B, d)``."""
+    weights = keys.unsqueeze(-1).to(x.dtype)  # (B, T, 1)
+    return (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # (B, d)
 
 
 class CausalLM(nn.Module):
