@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
+from itertools import pairwise
 
 import pytest
 
 import tfm.corpus
-from tfm.bpe import BPETokenizer, initial_alphabet, pre_tokenize, train_bpe, word_counts
+from tfm.bpe import BPETokenizer, initial_alphabet, merge_pair, pre_tokenize, symbols_of, train_bpe, word_counts
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # Sennrich et al. (2016)'s example: ids 0-4 specials, 5-14 "d e i l n o r s t w", 15-17 "r</w> t</w> w</w>"
@@ -34,6 +37,14 @@ def test_merges_worked_out_by_hand():
     for n in (0, 3, 13):
         fewer, first = train_bpe(CLASSIC, n), tok.first_merges(n)
         assert (fewer.vocab, fewer.merges) == (first.vocab, first.merges)
+
+
+def test_split_word_merges_leftmost_first():
+    # a a a a</w>: the merge (a, a) fits at 0 and at 1; the leftmost wins, as in tokenizers and in training
+    tok = BPETokenizer(["a", "a</w>", "aa"], [("a", "a")], special_tokens=())
+    assert tok.split_word("aaaa") == ["aa", "a", "a</w>"]  # not ["a", "aa", "a</w>"]
+    assert tok.split_word("aaaaa") == ["aa", "aa", "a</w>"]
+    assert train_bpe({"aaaa": 5}, 1, special_tokens=()).split_word("aaaa") == ["aa", "a", "a</w>"]
 
 
 def test_min_count_stops_training():
@@ -119,11 +130,73 @@ def test_same_merges_vocabulary_and_tokens_as_hugging_face(vocab_size):
     assert same.vocab == hf_vocab
     for paragraph in held_out[::5]:
         assert same.tokenize(paragraph) == hf.encode(paragraph).tokens
-    # In tfm's own order, the merges agree up to the first tie between two end-of-word symbols (merge 1,238 here;
-    # the same for 40 random orders of those symbols), then tied merges may come in another order.
+    # In tfm's own order, the merges agree up to the first tie that the order of the end-of-word symbols decides
+    # (merge 1,238; see test_order_of_word_final_symbols_matters_from_merge_1238), whatever tokenizers' order was.
     assert ours.merges[:1237] == hf_merges[:1237]
     if vocab_size > len(hf_vocab):  # trained to the end (min_frequency 2): both learn every merge there is
         assert len(hf_merges) == len(train_bpe(counts, 10**9).merges)
+
+
+def first_order_dependent_merge(counts, min_count: int = 2) -> tuple[int | None, list[tuple[str, str]]]:
+    """Train plainly (recounting only the words a merge touches) and return the index of the first merge whose choice
+    depends on how the initial end-of-word symbols are numbered (None if none does), with the merges before it.
+
+    An end-of-word symbol such as "s</w>" only ever ends a word, so it is only ever the second symbol of a pair. Ties
+    go to the smallest (id of a, id of b); the ids of characters (by code point) and of merged symbols (in the order
+    they are made) do not depend on that numbering. So the numbering decides a merge only when, among the most
+    frequent pairs with the smallest first symbol, no second symbol is a character and two or more are end-of-word
+    symbols. Until then every numbering, tokenizers' random ones included, makes the same merges (by induction)."""
+    alphabet = initial_alphabet(counts)
+    word_final = {s for s in alphabet if s.endswith("</w>")}
+    characters = set(alphabet) - word_final
+    ids = {s: i for i, s in enumerate(alphabet)}
+    words = [symbols_of(w) for w in counts]
+    weights = list(counts.values())
+    pairs: Counter = Counter()
+    where: dict[tuple[str, str], set[int]] = {}
+    for k, symbols in enumerate(words):
+        for pair in pairwise(symbols):
+            pairs[pair] += weights[k]
+            where.setdefault(pair, set()).add(k)
+    merges = []
+    while pairs and max(pairs.values()) >= min_count:
+        top = max(pairs.values())
+        tied = [p for p, c in pairs.items() if c == top]
+        first = min(ids[a] for a, _ in tied)
+        seconds = [b for a, b in tied if ids[a] == first]
+        if sum(b in word_final for b in seconds) > 1 and not any(b in characters for b in seconds):
+            return len(merges), merges
+        a, b = min(tied, key=lambda p: (ids[p[0]], ids[p[1]]))
+        merges.append((a, b))
+        ids.setdefault(a + b, len(ids))
+        for k in where.pop((a, b)):
+            for pair in pairwise(words[k]):
+                pairs[pair] -= weights[k]
+                if not pairs[pair]:
+                    del pairs[pair]
+            words[k] = merge_pair(words[k], a, b)
+            for pair in pairwise(words[k]):
+                pairs[pair] += weights[k]
+                where.setdefault(pair, set()).add(k)
+    return None, merges
+
+
+def test_order_of_word_final_symbols_matters_from_merge_1238():
+    counts = word_counts(split_topics()[0])
+    first, merges = first_order_dependent_merge(counts)
+    assert first == 1237  # merge 1,238, as chapter 12 says
+    assert merges == train_bpe(counts, first).merges  # the plain count makes tfm.bpe's merges
+    alphabet = initial_alphabet(counts)
+    n_chars = len({ch for w in counts for ch in w})
+    reference = train_bpe(counts, first + 50)
+    rng = random.Random(0)
+    for _ in range(3):  # any numbering: the same first 1,237 merges
+        finals = alphabet[n_chars:]
+        rng.shuffle(finals)
+        assert train_bpe(counts, first, alphabet=alphabet[:n_chars] + finals).merges == reference.merges[:first]
+    reverse = train_bpe(counts, first + 50, alphabet=alphabet[:n_chars] + alphabet[n_chars:][::-1])
+    assert reverse.merges[first] != reference.merges[first]  # and merge 1,238 can differ
+    assert first_order_dependent_merge(CLASSIC)[0] is None  # no tie there is decided by the end-of-word symbols
 
 
 def test_pre_tokenize_is_hugging_face_whitespace():

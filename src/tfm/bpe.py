@@ -114,7 +114,8 @@ class BPETokenizer:
         return [self.ids[t] for t in self.tokenize(text)]
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Token ids -> text; words are separated by single spaces (so "a, b" comes back as "a , b")."""
+        """Token ids -> text; words are separated by single spaces (so "a, b" comes back as "a , b"). Special tokens
+        are dropped: an ``unk_token`` that stood for a word's last character loses that word's end as well."""
         tokens = []
         for i in ids:
             if not 0 <= i < len(self.vocab):
