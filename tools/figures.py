@@ -597,8 +597,9 @@ FIGURES = [qkv_flow, scores_matrix, head_split, mask_pipeline]
 
 def main() -> None:
     import figures_model  # the model chapters' schematics (imported here: it imports this module's helpers)
+    import figures_tokens  # chapter 12's
 
-    for draw in FIGURES + figures_model.FIGURES:
+    for draw in FIGURES + figures_model.FIGURES + figures_tokens.FIGURES:
         draw()
 
 
