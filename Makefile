@@ -8,9 +8,11 @@ STAMP := $(VENV)/.installed-stamp
 NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb))
 NBVAL := -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(CURDIR)/tests/sanitize.cfg
 COLAB := _build/colab
+STUDENT_CHECK := _build/student-check
 # A second numeric path: other softmax/attention kernels (ATEN) and other matrix-product bits (MKL), as another CPU
 # would give. A stored output or a trained claim that depends on one CPU's last bits fails here on every machine.
 PERTURBED := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
+PDF := build/pdf/transformer-token-by-token.pdf
 
 # Offline, CPU: the stored outputs are CPU outputs. No progress bar appears under a test runner or CI without any
 # setting (tfm.training.progress_enabled), so `pytest --nbval chapters/` run directly gives the same outputs.
@@ -22,14 +24,13 @@ export TFM_DEVICE := cpu
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: help install book test lint unit notebooks notebooks-perturbed notebooks-both student-check build-check execute student assignments grade \
-	serve freeze clean \
-	bench robustness figures slides pdf
+.PHONY: help install book test lint unit unit-on-site notebooks notebooks-student notebooks-perturbed build-check execute \
+	student assignments grade serve freeze clean bench time-test robustness figures slides pdf pdf-check
 
 help:
 	@echo "make book     build the website into _build/html"
-	@echo "make test     lint, unit tests, notebooks under strict nbval (as Colab runs them, then on a second numeric"
-	@echo "              path), build with warnings as errors"
+	@echo "make test     lint; the site built with warnings as errors, then the unit tests; every notebook under strict"
+	@echo "              nbval as Colab runs it, and its student edition on a second numeric path (side by side)"
 	@echo "make execute  re-run every notebook in place to refresh its stored outputs"
 	@echo "make student  write the student edition (solutions removed) into student/"
 	@echo "make assignments  every chapter as an nbgrader assignment in build/course (release/ is what learners get)"
@@ -37,9 +38,12 @@ help:
 	@echo "make serve    preview the built site on http://localhost:8000"
 	@echo "make bench    tfm against torch.nn, and each chapter's execution time against its budget"
 	@echo "make robustness  every trained claim over 5 seeds x 3 numeric paths -> appendices/robustness.md (~1 h)"
-	@echo "make figures  redraw the schematic SVG figures in assets/ (tools/figures.py)"
+	@echo "make figures  redraw the schematic SVG figures in src/tfm/schematics/ (tools/figures/)"
 	@echo "make slides   one reveal.js deck per course session, from the chapters' slide-tagged cells -> build/slides"
 	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
+	@echo "make pdf-check  make pdf, then read it back (tests/test_pdf.py; .ci/run does this after make test)"
+	@echo "make time-test  each stage of make test, timed against its budget on a fresh copy (bench/time_test.py)"
+	@echo "make notebooks-perturbed  the whole book edition on the second numeric path (before committing a chapter)"
 	@echo "make lint | make freeze | make clean"
 
 install: $(STAMP)
@@ -54,13 +58,15 @@ $(STAMP): requirements.txt pyproject.toml
 book: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
-test: lint unit notebooks-both build-check
-
-# The two nbval passes and the student-edition run go side by side, each on one thread (OMP_NUM_THREADS=1, itself a
-# numeric path the notebooks must pass): the book's small tensors gain little from a second thread, and passes that
-# each spread over both cores slow each other down many times over.
-notebooks-both: $(STAMP)
-	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j3 --output-sync=target notebooks notebooks-perturbed student-check
+# Every notebook is executed once per numeric path, and the passes go side by side with the unit tests:
+# - notebooks: the book edition, solutions included, as Colab runs it (default numeric path);
+# - notebooks-student: the student edition (the same cells without the solutions) on a second numeric path, compared
+#   with the book's stored outputs: its exercise checks must fail on the stubs exactly as stored;
+# - unit-on-site: the website built once with warnings as errors, then the unit tests, whose browser test opens it.
+# Each runs on one thread (OMP_NUM_THREADS=1, itself a numeric path the notebooks must pass): the book's small tensors
+# gain little from a second thread, and passes that each spread over both cores slow each other down.
+test: lint
+	OMP_NUM_THREADS=1 $(MAKE) --no-print-directory -j3 --output-sync=target notebooks notebooks-student unit-on-site
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools bench chapters
@@ -68,16 +74,22 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests
 
+unit-on-site: build-check
+	TFM_SITE=$(CURDIR)/_build/html $(BIN)/python -m pytest tests
+
 # Each notebook runs as Colab runs it (alone in an empty folder, tfm from a built wheel) and its outputs are compared
 # with the stored ones: one execution checks both.
 notebooks: $(STAMP)
-	$(BIN)/python tools/colab_env.py $(COLAB)
+	$(BIN)/python -m tools.book.colab_env $(COLAB)
 	cd $(COLAB)/chapters && PYTHONPATH= ../env/bin/python $(NBVAL) $(notdir $(NOTEBOOKS))
 
-# The student edition (no solutions), run as a learner runs it: every exercise check must fail on the empty stubs.
-student-check: $(STAMP)
-	$(BIN)/python tools/check_student_edition.py $(NOTEBOOKS)
+# The student edition with the book's stored outputs, run on the second numeric path under strict nbval.
+notebooks-student: $(STAMP)
+	rm -rf $(STUDENT_CHECK)
+	$(BIN)/python -m tools.book.student_edition --keep-outputs --out $(STUDENT_CHECK)/chapters $(NOTEBOOKS) >/dev/null
+	cd $(STUDENT_CHECK)/chapters && $(PERTURBED) $(CURDIR)/$(BIN)/python $(NBVAL) $(notdir $(NOTEBOOKS))
 
+# Not part of `make test`: the whole book edition on the second numeric path (for an author before committing).
 notebooks-perturbed: $(STAMP)
 	$(PERTURBED) $(BIN)/python $(NBVAL) $(NOTEBOOKS)
 
@@ -86,17 +98,17 @@ build-check: $(STAMP)
 	$(BIN)/jupyter-book build . --warningiserror --keep-going
 
 execute: $(STAMP)
-	$(BIN)/python tools/execute_notebooks.py $(NOTEBOOKS)
+	$(BIN)/python -m tools.book.execute_notebooks $(NOTEBOOKS)
 
 student: $(STAMP)
-	$(BIN)/python tools/student_edition.py --out student $(NOTEBOOKS)
+	$(BIN)/python -m tools.book.student_edition --out student $(NOTEBOOKS)
 
 assignments: $(STAMP)
-	$(BIN)/python tools/assignments.py $(NOTEBOOKS)
+	$(BIN)/python -m tools.course.assignments $(NOTEBOOKS)
 
 grade: $(STAMP)
 	@test -n "$(CHAPTER)" -a -n "$(SUBMISSIONS)" || (echo "usage: make grade CHAPTER=03 SUBMISSIONS=folder"; exit 2)
-	$(BIN)/python tools/grade.py $(CHAPTER) $(SUBMISSIONS)
+	$(BIN)/python -m tools.course.grade $(CHAPTER) $(SUBMISSIONS)
 
 serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000
@@ -105,17 +117,25 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_tfm.py
 	$(BIN)/python bench/time_chapters.py
 
+# Each stage of `make test` timed against its budget, on a fresh copy of the repository (bench/time_test.py).
+time-test: $(STAMP)
+	$(BIN)/python bench/time_test.py
+
 robustness: $(STAMP)
-	$(BIN)/python tools/robustness.py
+	$(BIN)/python -m tools.book.robustness
 
 figures: $(STAMP)
-	$(BIN)/python tools/figures.py
+	$(BIN)/python -m tools.figures
 
 slides: $(STAMP)
-	$(BIN)/python tools/slides.py build/slides
+	$(BIN)/python -m tools.course.slides build/slides
 
 pdf: $(STAMP)
-	$(BIN)/python tools/pdf.py build/pdf/transformer-token-by-token.pdf
+	$(BIN)/python -m tools.course.pdf $(PDF)
+
+# The whole PDF edition, built and read back (.ci/run; the unit tests print a two-chapter book instead).
+pdf-check: pdf
+	TFM_PDF=$(CURDIR)/$(PDF) $(BIN)/python -m pytest tests/test_pdf.py
 
 freeze: $(STAMP)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^tfm' | sed 's/^torch==\(.*\)+cpu/torch==\1/' > requirements.lock.tmp

@@ -1,5 +1,5 @@
 """Time each chapter's notebook, executed top to bottom once, against its budget, and the whole book against
-its own (`tools/notebooks.py`, BUDGETS and BOOK_BUDGET).
+its own (`tools/book/notebooks.py`, BUDGETS and BOOK_BUDGET).
 
 Usage: python bench/time_chapters.py [chapters/NN_x.ipynb ...]   (part of `make bench`)
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from notebooks import BOOK_BUDGET, BUDGETS, execute, notebooks  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its tools/ package
+from tools.book.notebooks import BOOK_BUDGET, BUDGETS, execute, notebooks  # noqa: E402
 
 
 def main() -> int:

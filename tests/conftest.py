@@ -20,8 +20,8 @@ TOL = 1e-5  # float32 equality with weights copied across (the bar set for tfm)
 torch.set_num_threads(1)
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import browser  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: its tools/ package
+from tools.course import browser  # noqa: E402
 
 
 def _require(what_is_missing: str | None) -> None:
@@ -34,7 +34,7 @@ def _require(what_is_missing: str | None) -> None:
 
 @pytest.fixture(scope="session")
 def browser_tools() -> None:
-    """Chromium, npm and Playwright are here (tools/browser.py)."""
+    """Chromium, npm and Playwright are here (tools/course/browser.py)."""
     _require(browser.missing())
 
 

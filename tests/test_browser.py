@@ -1,9 +1,10 @@
 """The website as a reader's browser shows it, with the network cut off: chapter 8's bertviz views draw, every
 schematic figure loads and has alt text, and the home page and two chapters pass axe-core's accessibility check.
 
-The test builds the whole book from the stored outputs (a copy of the repository's book files), serves it on
-127.0.0.1, and opens it in headless Chromium through Playwright. Every request to 127.0.0.1 goes to the local server;
-the CDN files a page asks for (tfm.attnviz's d3 and jQuery) are answered from copies that npm installs at test time;
+The test opens the book built from the stored outputs (`make test` builds it once, with warnings as errors, and
+passes it as TFM_SITE; run alone, the test builds a copy of the repository's book files), serves it on 127.0.0.1,
+and opens it in headless Chromium through Playwright. Every request to 127.0.0.1 goes to the local server; the CDN
+files a page asks for (tfm.attnviz's d3 and jQuery) are answered from copies that npm installs at test time;
 every other request is aborted. axe-core also comes from npm.
 
 Skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=1 (CI), where that is a failure.
@@ -12,6 +13,7 @@ Skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -19,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import vendor  # noqa: E402
-from browser import copy_book, offline_page, serve  # noqa: E402
+from tools.course import vendor
+from tools.course.browser import copy_book, offline_page, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "chapters/08_inside_bert"
@@ -38,7 +39,12 @@ def cdn_files(browser_tools, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def site(browser_tools, tmp_path_factory) -> Path:
-    """The whole book, built from the stored outputs into a temporary folder."""
+    """The whole book, built from the stored outputs: the build that `make test` has just made with warnings as errors
+    (TFM_SITE, its _build/html), or else one into a temporary folder."""
+    if os.environ.get("TFM_SITE"):
+        html = Path(os.environ["TFM_SITE"])
+        assert (html / f"{CHAPTER}.html").exists(), f"TFM_SITE={html} holds no built book"
+        return html
     book = copy_book(tmp_path_factory.mktemp("book"))
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run([str(jupyter_book), "build", str(book), "--path-output", str(book / "out")],

@@ -1,5 +1,5 @@
 """Notebooks as Colab shows them. `make notebooks` runs every chapter as Colab would (alone in an empty folder, tfm from
-a built wheel: tools/colab_env.py) under strict nbval; here, markdown images must work in Colab too."""
+a built wheel: tools/book/colab_env.py) under strict nbval; here, markdown images must work in Colab too."""
 
 from __future__ import annotations
 

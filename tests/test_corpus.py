@@ -1,4 +1,4 @@
-"""tfm.corpus: the shipped text is the one tools/make_corpus.py makes, every topic has one label, and the labelled
+"""tfm.corpus: the shipped text is what tools/corpus/make_corpus.py writes, each topic has one label, and the labelled
 task keeps its test paragraphs out of training and out of the pretraining text."""
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def test_the_corpus_is_prose_of_a_useful_size():
 def test_the_snapshot_is_what_make_corpus_writes(tmp_path):
     shipped = files("tfm").joinpath("corpora", corpus.CORPUS_FILE).read_text(encoding="utf-8")
     out = tmp_path / "corpus.txt"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make_corpus.py"), str(out)], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "tools.corpus.make_corpus", str(out)], check=True, capture_output=True,
+                   cwd=ROOT)
     assert out.read_text(encoding="utf-8") == shipped
 
 

@@ -1,23 +1,23 @@
-"""Exercises that test the learner (tools/exercises.py describes the pattern).
+"""Exercises that test the learner (tools/book/exercises.py describes the pattern).
 
 The full edition, run in order as a learner runs it in Jupyter or Colab, leaves every answer empty: each coding
-exercise's check comes before any solution and is stored failing with tfm.check.CheckFailed; nbval (`make test`)
-re-executes the notebook and compares that stored failure, so a check that stopped failing on an empty answer turns
-the run red. Each solution defines its own names and runs the same check on them, which nbval requires to pass.
-tools/check_student_edition.py (`make test`) runs the student edition and requires every check to fail there too.
+exercise's check comes before any solution and is stored failing with tfm.check.CheckFailed (tested here); nbval
+(`make test`) re-executes the notebook and compares that stored failure, so a check that stopped failing on an empty
+answer turns the run red. Each solution defines its own names and runs the same check on them, which nbval requires
+to pass. `make notebooks-student` runs the student edition, without the solutions, against the same stored outputs:
+its checks must fail there exactly as stored.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from tools.book.exercises import bound_names, called_names, find_exercises, in_solutions, is_marker, used_names
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from exercises import bound_names, called_names, find_exercises, in_solutions, is_marker, used_names  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
 
@@ -118,7 +118,7 @@ def test_solution_code_starts_collapsed_in_jupyter_and_colab(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_each_solution_answers_every_name_its_check_reads(path):
-    """The instructor's version of an assignment (tools/assignments.py) runs the solution in the learner's answer
+    """The instructor's version of an assignment (tools/course/assignments.py) runs the solution in the learner's answer
     cell, renamed from <name>_solution (a class: <Name>Solution) to <name>, and before the check: so the solution
     binds <name>_solution for every name of the stub that the check reads, and reads no name that only the check
     binds."""

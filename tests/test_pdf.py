@@ -1,25 +1,28 @@
-"""The PDF edition (tools/pdf.py, `make pdf`): the whole book, in order, with its contents first, its math typeset
+"""The PDF edition (tools/course/pdf.py, `make pdf`): the book in order, with its contents first, its math typeset
 and bookmarks to navigate it.
 
-The PDF is built once for the module from the stored outputs, into a temporary folder, and read back with poppler
+Under `make test` the unit tests print a small book (chapter 2, whose first page holds an equation, and chapter 8,
+whose attention views must draw before printing) from the stored outputs into a temporary folder; `make pdf-check`
+(run by .ci/run) builds the whole PDF once and runs these tests on it (TFM_PDF=its path). Read back with poppler
 (pdftotext, pdftoppm, pdfinfo). Skipped when chromium, npm, playwright or poppler is missing, unless
 TFM_REQUIRE_BROWSER=1 (CI), where that is a failure.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 import yaml
 
+from tools.course import pdf
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import pdf  # noqa: E402
 
 # What only shows if TeX was not typeset: a macro of the book or of LaTeX, or display-math delimiters.
 RAW_TEX = re.compile(r"\\(sqrt|frac|softmax|dmodel|WQ|WK|WV|WO|operatorname|mathbb|left|right|top)\b|\$\$|\\\(|\\\[")
@@ -32,10 +35,13 @@ def _first_heading(text: str) -> str:
     return line[2:].replace("`", "").strip()
 
 
-def book_titles() -> list[str]:
-    """Every chapter's and appendix's title, in the order of _toc.yml."""
+SMALL_BOOK = ["chapters/02_attention_as_matrices", "chapters/08_inside_bert"]
+
+
+def book_titles(parts: list[tuple[str, list[str]]]) -> list[str]:
+    """Every chapter's and appendix's title of `parts` (as pdf.book_parts gives them), in order."""
     titles = []
-    for _, files in pdf.book_parts():
+    for _, files in parts:
         for file in files:
             path = ROOT / f"{file}.ipynb"
             if path.exists():
@@ -48,11 +54,19 @@ def book_titles() -> list[str]:
 
 @pytest.fixture(scope="module")
 def book_pdf(pdf_tools, tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("pdf") / "book.pdf"
-    summary = pdf.build(out)
+    whole = os.environ.get("TFM_PDF")
+    if whole:  # make pdf-check: the whole book, built by make pdf just before
+        out, parts = Path(whole), pdf.book_parts()
+        summary = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))  # written by make pdf
+        assert [tuple(part) for part in summary["parts"]] == [(c, f) for c, f in parts], "the PDF is not of this book"
+    else:
+        out = tmp_path_factory.mktemp("pdf") / "book.pdf"
+        summary = pdf.build(out, files=SMALL_BOOK)
+        parts = summary["parts"]
+        assert [f for _, files in parts for f in files] == SMALL_BOOK
     pages = subprocess.run(["pdftotext", "-layout", str(out), "-"], capture_output=True, text=True,
                            check=True).stdout.split("\f")
-    return {"path": out, "summary": summary, "pages": pages}
+    return {"path": out, "summary": summary, "pages": pages, "parts": parts, "titles": book_titles(parts)}
 
 
 def _flat(text: str) -> str:
@@ -60,8 +74,8 @@ def _flat(text: str) -> str:
 
 
 def test_every_title_in_book_order(book_pdf):
-    titles = book_titles()
-    assert len(titles) >= 11 + 8
+    titles = book_pdf["titles"]
+    assert len(titles) == sum(len(files) for _, files in book_pdf["parts"]) >= 2
     body = _flat(" ".join(book_pdf["pages"][2:]))  # after the contents
     position = 0
     for title in titles:
@@ -73,9 +87,9 @@ def test_every_title_in_book_order(book_pdf):
 def test_contents_come_first(book_pdf):
     contents = _flat(" ".join(book_pdf["pages"][:2]))
     assert "Contents" in contents
-    for caption, _ in pdf.book_parts():
+    for caption, _ in book_pdf["parts"]:
         assert caption in contents
-    for title in book_titles():
+    for title in book_pdf["titles"]:
         assert _flat(title) in contents, f"{title!r} is not in the table of contents"
 
 

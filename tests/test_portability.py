@@ -107,10 +107,8 @@ def test_the_appendix_shows_the_table():
 def test_merging_sweeps_replaces_the_chapters_of_the_later_one(tmp_path):
     """`robustness.py --merge OLD NEW`: NEW's chapters replace their runs in OLD; the rest stays, with its date."""
     import argparse
-    import sys
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    from robustness import merged_runs
+    from tools.book.robustness import merged_runs
 
     def sweep(name: str, when: str, runs: list[tuple[str, float]]) -> Path:
         path = tmp_path / name

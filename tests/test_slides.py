@@ -1,4 +1,4 @@
-"""The slides (tools/slides.py): every chapter carries its session in a handful of short tagged cells, one deck is
+"""The slides (tools/course/slides.py): every chapter carries its session in a few short tagged cells, one deck is
 written per session of the instructor guide's plan, nothing in a deck wants the network, and in headless Chromium
 (file://, network cut off) every slide of two decks shows typeset math and loaded figures.
 
@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from tools.book.exercises import find_exercises, tags
+from tools.course import slides
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import slides  # noqa: E402
-from exercises import find_exercises, tags  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 MAX_WORDS, MAX_LINES = 70, 15  # a slide is a figure, an equation or a few lines of code, not a page of prose
@@ -87,7 +86,7 @@ def test_a_plan_change_shows_in_the_decks(tmp_path):
 
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory) -> Path:
-    """All the decks, written by tools/slides.py into a temporary folder (npm copies of reveal.js and MathJax)."""
+    """All the decks, written by tools/course/slides.py into a temporary folder (npm copies of reveal.js, MathJax)."""
     if shutil.which("npm") is None and not (slides.vendor.DEFAULT_PREFIX / "node_modules").is_dir():
         pytest.skip("npm is not installed, and no copy of reveal.js and MathJax is in build/vendor")
     out = tmp_path_factory.mktemp("slides")
@@ -128,7 +127,7 @@ SLIDE_STATE = """() => {
 
 @pytest.mark.parametrize("deck", ["session-02.html", "session-03.html", "session-06.html"])
 def test_every_slide_renders_offline(browser_tools, decks, deck):
-    from browser import offline_page
+    from tools.course.browser import offline_page
 
     with offline_page(allowed="file://", viewport={"width": 1280, "height": 800}) as offline:
         page = offline.page

@@ -151,7 +151,7 @@ SCHEMATICS = Path(__file__).resolve().parent / "schematics"
 
 
 def schematic_names() -> list[str]:
-    """The schematic figures that ship with tfm (drawn by the repository's tools/figures.py)."""
+    """The schematic figures that ship with tfm (drawn by the repository's tools/figures/)."""
     return sorted(p.stem for p in SCHEMATICS.glob("*.svg"))
 
 

@@ -1,6 +1,6 @@
 """The PDF edition: the whole book as one file, printed by headless Chromium from Jupyter Book's single-page build.
 
-`make pdf` (or `python tools/pdf.py [out.pdf]`) writes build/pdf/transformer-token-by-token.pdf from the stored
+`make pdf` (or `python -m tools.course.pdf [out.pdf]`) writes build/pdf/transformer-token-by-token.pdf from the stored
 outputs; nothing is re-executed.
 
 Why a browser and not LaTeX: Jupyter Book's LaTeX route needs TeX Live from Debian (texlive-xetex with
@@ -10,14 +10,15 @@ needs nothing that the browser test does not already install (Debian's chromium,
 book as readers see it on the website: the same MathJax with the same macros, the same figures and outputs.
 
 How: copy the book files into a temporary folder, build it with `--builder singlehtml` (one HTML page, parts and
-chapters numbered as on the website) with MathJax loaded from the npm copy (tools/vendor.py) instead of a CDN, serve
-it on 127.0.0.1, open it in an offline page (tools/browser.py), wait until MathJax has typeset, the images have
+chapters numbered as on the website) with MathJax loaded from the npm copy (vendor.py) instead of a CDN, serve
+it on 127.0.0.1, open it in an offline page (browser.py), wait until MathJax has typeset, the images have
 loaded and chapter 8's views have drawn, add print CSS and a table of contents built from the page's own navigation,
 and print to A4 with page numbers and PDF bookmarks.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -27,11 +28,9 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import browser  # noqa: E402
-import vendor  # noqa: E402
+from tools import ROOT
+from tools.course import browser, vendor
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "build" / "pdf" / "transformer-token-by-token.pdf"
 # In the copy, an html_extra_path folder: its _static/mathjax lands in the site's _static, where a relative
 # mathjax_path points. Not under html_static_path: every *.js there would be injected into the page as a script.
@@ -132,9 +131,9 @@ FOOTER = ('<div style="font-size:8pt; width:100%; text-align:center; color:#555;
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 
 
-def book_parts() -> list[tuple[str, list[str]]]:
-    """The parts of _toc.yml: (caption, [file, ...]) in reading order."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+def book_parts(book: Path = ROOT) -> list[tuple[str, list[str]]]:
+    """The parts of `book`'s _toc.yml: (caption, [file, ...]) in reading order."""
+    toc = yaml.safe_load((book / "_toc.yml").read_text(encoding="utf-8"))
     return [(part["caption"], [entry["file"] for entry in part["chapters"]]) for part in toc["parts"]]
 
 
@@ -162,13 +161,13 @@ def build_singlehtml(book: Path) -> Path:
     return site
 
 
-def print_pdf(site: Path, out: Path, node_modules: Path, title: str) -> dict:
+def print_pdf(site: Path, out: Path, node_modules: Path, title: str, parts: list) -> dict:
     """Print the one-page site to `out`; return what happened (titles, network requests refused, JS errors)."""
     with browser.serve(site) as base, browser.offline_page(base, node_modules, {"width": 1100, "height": 1400}) as off:
         page = off.page
         page.goto(f"{base}/intro.html", wait_until="load", timeout=180_000)
         drawn = page.evaluate(READY_JS)
-        titles = page.evaluate(TOC_JS, [title, book_parts()])
+        titles = page.evaluate(TOC_JS, [title, parts])
         page.add_style_tag(content=PRINT_CSS)
         page.emulate_media(media="print")
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -178,17 +177,20 @@ def print_pdf(site: Path, out: Path, node_modules: Path, title: str) -> dict:
         return {"titles": titles, "views_drawn": drawn, "aborted": off.aborted, "errors": off.errors}
 
 
-def build(out: Path = DEFAULT_OUT, node_modules: Path | None = None) -> dict:
-    """The whole PDF edition into `out`; return a summary (see print_pdf) with the seconds each step took."""
+def build(out: Path = DEFAULT_OUT, node_modules: Path | None = None, files: list[str] | None = None) -> dict:
+    """The PDF edition into `out` (with `files`, only those chapters and appendices: see browser.copy_book); return a
+    summary (see print_pdf) with the parts printed and the seconds each step took."""
     node_modules = node_modules or vendor.ensure()
     title = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"]
     with tempfile.TemporaryDirectory(prefix="tfm-pdf-") as tmp:
-        book = browser.copy_book(Path(tmp) / "book")
+        book = browser.copy_book(Path(tmp) / "book", files)
         prepare(book, node_modules)
         start = time.perf_counter()
         site = build_singlehtml(book)
         built = time.perf_counter()
-        summary = print_pdf(site, out, node_modules, title)
+        parts = book_parts(book)
+        summary = print_pdf(site, out, node_modules, title, parts)
+        summary["parts"] = parts
         summary["seconds"] = {"build": round(built - start, 1), "print": round(time.perf_counter() - built, 1)}
     return summary
 
@@ -196,6 +198,8 @@ def build(out: Path = DEFAULT_OUT, node_modules: Path | None = None) -> dict:
 if __name__ == "__main__":
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
     info = build(target)
+    # What happened while printing, beside the PDF: `make pdf-check` (tests/test_pdf.py) reads it back.
+    target.with_suffix(".json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     print(f"{target}: {target.stat().st_size / 1e6:.1f} MB, {len(info['titles'])} chapters and appendices, "
           f"build {info['seconds']['build']} s, print {info['seconds']['print']} s")
     for what in ("aborted", "errors"):

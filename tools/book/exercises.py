@@ -1,5 +1,5 @@
 """The structure of the book's exercises, read from a notebook: shared by tests/test_exercises.py and
-tools/check_student_edition.py.
+tools/course/assignments.py and tools/course/slides.py.
 
 An exercise is a gated sphinx-exercise block, so that its text stays ordinary Markdown in Jupyter and Colab:
 

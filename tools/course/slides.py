@@ -6,11 +6,11 @@ chapter order, under their section titles, with the prose around them as speaker
 its slides at the next `make slides`. Nothing is executed: the stored outputs are what the decks show.
 
 The title slide takes the session's minutes from the guide's course plan and the chapter's learning objectives from
-its chapter table; the closing slide lists the chapter's exercises (tools/exercises.py) and the one set in class.
-build/slides/ holds index.html, session-NN.html and vendor/ (reveal.js and MathJax from npm, tools/vendor.py), so
+its chapter table; the closing slide lists the chapter's exercises (tools/book/exercises.py) and the one set in class.
+build/slides/ holds index.html, session-NN.html and vendor/ (reveal.js and MathJax from npm, tools/course/vendor.py), so
 the folder can be zipped and opened from disk on a classroom machine with no network.
 
-    python tools/slides.py [OUT]        (default build/slides)
+    python -m tools.course.slides [OUT]        (default build/slides)
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ import yaml
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import exercises  # noqa: E402
-import vendor  # noqa: E402
+from tools import ROOT
+from tools.book import exercises
+from tools.course import vendor
 
-ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "appendices" / "instructor_guide.md"
 SLIDE_TAGS = ("slide", "slide-output")
 FRONT_MATTER = ("", "Learning objectives", "Prerequisites")  # sections of a chapter's opening, not of its content

@@ -1,6 +1,6 @@
 """Headless Chromium with the network cut off, for the tools and tests that need a real browser.
 
-Used by the PDF edition (tools/pdf.py prints the book), the slides' test and the website's browser test: a page may
+Used by the PDF edition (pdf.py prints the book), the slides' test and the website's browser test: a page may
 reach only the local server (or local files) it was opened on; a request for a package on the jsDelivr CDN is
 answered from the npm copy in `node_modules` when one is installed there (tfm.attnviz's d3 and jQuery); every other
 request is aborted and recorded, so a test can assert that nothing wanted the network.
@@ -16,17 +16,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import yaml
+
+from tools import ROOT
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CDN_PREFIX = "https://cdn.jsdelivr.net/npm/"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
-ROOT = Path(__file__).resolve().parents[1]
 # What a build of the book reads: building a copy leaves the repository's _build (and a running `make book`) alone.
 BOOK_FILES = ("_config.yml", "_toc.yml", "references.bib", "intro.md", "assets", "_static", "chapters", "appendices")
 
 
-def copy_book(dest: Path) -> Path:
-    """Copy the book's source files (BOOK_FILES) into `dest`, for a build from the stored outputs; return `dest`."""
+def copy_book(dest: Path, files: list[str] | None = None) -> Path:
+    """Copy the book's source files (BOOK_FILES) into `dest`, for a build from the stored outputs; return `dest`.
+    With `files` (paths as _toc.yml writes them, e.g. "chapters/02_attention_as_matrices"), the copy's table of
+    contents keeps only those, in the book's order and parts: a small book that builds in seconds."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in BOOK_FILES:
         src = ROOT / name
@@ -34,6 +39,15 @@ def copy_book(dest: Path) -> Path:
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         else:
             shutil.copy(src, dest / name)
+    if files is not None:
+        toc = yaml.safe_load((dest / "_toc.yml").read_text(encoding="utf-8"))
+        unknown = set(files) - {entry["file"] for part in toc["parts"] for entry in part["chapters"]}
+        if unknown:
+            raise ValueError(f"not in _toc.yml: {sorted(unknown)}")
+        for part in toc["parts"]:
+            part["chapters"] = [entry for entry in part["chapters"] if entry["file"] in files]
+        toc["parts"] = [part for part in toc["parts"] if part["chapters"]]
+        (dest / "_toc.yml").write_text(yaml.safe_dump(toc, sort_keys=False), encoding="utf-8")
     return dest
 
 

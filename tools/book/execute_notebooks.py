@@ -1,6 +1,6 @@
 """Re-execute notebooks in place so that their stored outputs are fresh, and report each one's time.
 
-Usage: python tools/execute_notebooks.py chapters/01_*.ipynb [...]   (`make execute`)
+Usage: python -m tools.book.execute_notebooks chapters/01_*.ipynb [...]   (`make execute`)
 
 The kernels run in the book's environment (CPU, offline, no progress bars: `notebooks.ENVIRONMENT`), however this
 script is started. Timing metadata is not stored, so re-running an unchanged notebook leaves its file unchanged.
@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import nbformat
-from notebooks import execute
+
+from tools.book.notebooks import execute
 
 
 def execute_in_place(path: Path, timeout: int) -> float:

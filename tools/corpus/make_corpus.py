@@ -6,7 +6,7 @@ copying it with its notice (kept in the file's header). The snapshot is fixed (m
 machine, and Colab's other Python version, reads the same text.
 
 Kept: paragraphs of prose. Dropped: headings, grammar rules and code, i.e. paragraphs of fewer than six words, not
-ending with "." or ":", or with fewer than 75% plain words. Run once: ``python tools/make_corpus.py [OUT]``.
+ending with "." or ":", or with fewer than 75% plain words. Run once: ``python -m tools.corpus.make_corpus [OUT]``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "tfm" / "corpora" / "python_reference.txt"
+from tools import ROOT
+
+OUT = ROOT / "src" / "tfm" / "corpora" / "python_reference.txt"
 PLAIN_WORD = re.compile(r"^[A-Za-z][A-Za-z’'-]*[,.;:]?$")
 PYTHON = ".".join(map(str, sys.version_info[:3]))
 HEADER = f"""\
@@ -24,7 +26,7 @@ HEADER = f"""\
 # Source: CPython {PYTHON}, Lib/pydoc_data/topics.py (the text of help(topic)), taken from the
 # Python Language Reference and Library Reference. Copyright (c) 2001 Python Software Foundation; All Rights Reserved.
 # Licensed under the PSF License Agreement, version 2 (https://docs.python.org/3/license.html).
-# Kept: prose paragraphs only (tools/make_corpus.py in the book's repository says how they were chosen).
+# Kept: prose paragraphs only (tools/corpus/make_corpus.py in the book's repository says how they were chosen).
 """
 
 

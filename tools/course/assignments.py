@@ -1,11 +1,11 @@
 """The book's exercises as nbgrader assignments: one assignment per chapter, graded by the chapter's own checks.
 
-Usage: python tools/assignments.py [--course build/course] [chapters/NN_*.ipynb ...]   (`make assignments`)
+Usage: python -m tools.course.assignments [--course build/course] [chapters/NN_*.ipynb ...]   (`make assignments`)
 
 Writes an nbgrader course folder: `source/chNN/<chapter>.ipynb` (the instructor's version) for every chapter, then
 runs `nbgrader generate_assignment`, which records the graded cells in the course's gradebook and writes
 `release/chNN/<chapter>.ipynb`, the notebook learners receive. The mapping from the book's exercise pattern
-(tools/exercises.py) to nbgrader's cell types:
+(tools/book/exercises.py) to nbgrader's cell types:
 
 - the learner's answer cell (the stub between exercise-start and exercise-end) is an "autograded answer" cell; in the
   source version its stub is followed by the book's solution between nbgrader's BEGIN/END SOLUTION markers, renamed
@@ -16,7 +16,7 @@ runs `nbgrader generate_assignment`, which records the graded cells in the cours
   otherwise, so the book's checks are the grading tests;
 - every other code cell is read-only (locked): nbgrader restores the instructor's version of locked and test cells
   before grading, so a submission cannot change a check or the code it relies on;
-- the solutions are removed as in the student edition (tools/student_edition.py); pencil-and-paper exercises
+- the solutions are removed as in the student edition (tools/book/student_edition.py); pencil-and-paper exercises
   without a check (chapters 8-13) are not autograded.
 """
 
@@ -30,16 +30,17 @@ import sys
 from pathlib import Path
 
 import nbformat
-from exercises import find_exercises
-from notebooks import ROOT, notebooks
-from student_edition import student_cells
+
+from tools.book.exercises import find_exercises
+from tools.book.notebooks import ROOT, notebooks
+from tools.book.student_edition import student_cells
 
 DEFAULT_COURSE = ROOT / "build" / "course"
 SCHEMA_VERSION = 3  # nbgrader's cell metadata schema (nbgrader 0.9)
 SOLUTION_NAME = re.compile(r"\b([A-Za-z]\w*?)(?:_solution|Solution)\b")  # attend_one_solution, MyClassSolution
 TITLE_LINE = re.compile(r"^# @title[^\n]*\n")
 NBGRADER_CONFIG = """\
-# nbgrader configuration of the book's course folder (written by tools/assignments.py; edit the tool, not this file)
+# nbgrader configuration of the book's course folder (written by tools/course/assignments.py: edit it, not this)
 c = get_config()
 c.CourseDirectory.root = {root!r}
 c.ClearSolutions.code_stub = {{"python": ""}}  # learners keep the book's stub, not nbgrader's generic one

@@ -2,7 +2,7 @@
 
 A deck or a PDF must render on a classroom machine with no network, so nothing is fetched from a CDN when it is
 viewed or printed: `ensure()` installs the pinned packages once into build/vendor (npm registry, like pip for PyPI)
-and returns their node_modules folder; later calls reuse it. `python tools/vendor.py` does the same from a shell.
+and returns their node_modules folder; later calls reuse it. `python -m tools.course.vendor` does the same from a shell.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
+
 DEFAULT_PREFIX = ROOT / "build" / "vendor"
 # MathJax 3 is the version Sphinx 7 loads on the website (mathjax3_config in _config.yml), so the book's TeX macros
 # mean the same in the slides and the PDF; reveal.js 5's math plugin drives MathJax 3 from a local URL.

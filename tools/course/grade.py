@@ -1,20 +1,22 @@
 """Grade a folder of submitted notebooks with nbgrader and the book's exercise checks; write a table of scores.
 
-Usage: .venv/bin/python tools/grade.py CHAPTER SUBMISSIONS [--course build/course] [--timeout 180]
+Usage: python -m tools.course.grade CHAPTER SUBMISSIONS [--course build/course] [--timeout 180]
        make grade CHAPTER=03 SUBMISSIONS=path/to/folder
 
 SUBMISSIONS holds one notebook per learner, either `<learner>.ipynb` or `<learner>/<any name>.ipynb` (characters
 other than letters, digits, '.', '_' and '-' in a learner's name become '_'). Each run grades in a fresh nbgrader
-course folder of its own, `<course>/grading/chNN` (tools/assignments.py writes the chapter's assignment there from
-today's chapter; the hand-out folders of `make assignments` are never touched), with `nbgrader autograde`: the
-instructor's version of every locked and test cell is put back, the notebook runs top to bottom in its own folder,
-and each exercise check that passes earns the exercise's points.
+course folder of its own, `<course>/grading/chNN` (assignments.py writes the chapter's assignment there from today's
+chapter; the hand-out folders of `make assignments` are never touched), with `nbgrader autograde`: the instructor's
+version of every locked and test cell is put back, the notebook runs top to bottom in its own folder, and each
+exercise check that passes earns the exercise's points. Learners are graded side by side (--jobs, one per CPU by
+default), each in a copy of that folder with a gradebook of its own (`learners/<learner>/`); the graded notebooks are
+collected in `autograded/<learner>/chNN/`.
 
 What a submission cannot do to the grading:
 - loop: a cell running longer than --timeout seconds is interrupted; its exercise scores 0, the notebook goes on;
 - crash: an answer cell that raises scores 0 even if its check passed; a cell that tries to end its kernel is
   refused, and one that kills it anyway (a segmentation fault) is graded again without that answer;
-- delete or overwrite files outside its folder, or start programs: refused by tools/grading_guard.py (an audit hook
+- delete or overwrite files outside its folder, or start programs: refused by grading_guard.py (an audit hook
   in the grading kernel); the exercise whose cells asked for it scores 0, whatever its check said.
 One submission's failure never stops the others. The scores go to `<course>/scores/chNN.csv` and are printed as a
 Markdown table: one row per learner, one column per exercise (points earned), the total and a note saying why an
@@ -30,15 +32,17 @@ import os
 import re
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from assignments import DEFAULT_COURSE, assignment_name, graded_exercises, run_nbgrader, write_course
-from notebooks import CHAPTERS, ENVIRONMENT
+
+from tools.book.notebooks import CHAPTERS, ENVIRONMENT
+from tools.course.assignments import DEFAULT_COURSE, assignment_name, graded_exercises, run_nbgrader, write_course
 
 GUARD = Path(__file__).with_name("grading_guard.py")
-GRADING_REFUSED = "refused while grading"  # the marker in tools/grading_guard.py's messages
+GRADING_REFUSED = "refused while grading"  # the marker in tools/course/grading_guard.py's messages
 CHECK_ID = re.compile(r"^(?P<label>.+)-(?:check|answer)-\d+$")
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")  # nbgrader's student ids are folder names
 
@@ -96,9 +100,20 @@ def grading_folder(course: Path, chapter: Path) -> Path:
     return course.resolve() / "grading" / assignment_name(chapter)
 
 
+def learner_course(course: Path, learner: str) -> Path:
+    """The nbgrader course folder in which one learner is graded (a copy of the chapter's, with its own gradebook):
+    learners graded side by side never share a database."""
+    return course / "learners" / learner
+
+
 def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_COURSE,
-          timeout: int = 180) -> list[Result]:
-    """Autograde every submission of one chapter in a fresh course folder; return each learner's scores."""
+          timeout: int = 180, jobs: int | None = None) -> list[Result]:
+    """Autograde every submission of one chapter in a fresh course folder, `jobs` learners at a time (default: one per
+    CPU); return each learner's scores, in the order of `submissions`.
+
+    The chapter's assignment is written once into `<course>/grading/chNN` (submissions in its submitted/); each
+    learner is graded in a copy of it, learners/<learner>, and the graded notebook is copied back to
+    autograded/<learner>/chNN/."""
     name = assignment_name(chapter)
     course = grading_folder(course, chapter)
     shutil.rmtree(course, ignore_errors=True)  # nbgrader refuses to change an assignment that has submissions
@@ -107,7 +122,22 @@ def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_CO
         target = course / "submitted" / learner / name / chapter.name
         target.parent.mkdir(parents=True)
         shutil.copy(path, target)
-    return [grade_one(course, chapter, learner) for learner in submissions]  # one by one: none stops another
+
+    def one(learner: str) -> Result:
+        own = learner_course(course, learner)
+        shutil.copytree(course, own, ignore=shutil.ignore_patterns("submitted", "learners", "autograded"))
+        (own / "nbgrader_config.py").write_text(
+            (course / "nbgrader_config.py").read_text(encoding="utf-8").replace(repr(str(course)), repr(str(own))),
+            encoding="utf-8")
+        shutil.copytree(course / "submitted" / learner, own / "submitted" / learner)
+        result = grade_one(own, chapter, learner)  # none stops another
+        graded = own / "autograded" / learner
+        if graded.is_dir():
+            shutil.copytree(graded, course / "autograded" / learner)
+        return result
+
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        return list(pool.map(one, submissions))
 
 
 def grade_one(course: Path, chapter: Path, learner: str) -> Result:
@@ -222,9 +252,10 @@ def main() -> int:
     parser.add_argument("submissions", type=Path, help="folder of <learner>.ipynb or <learner>/<name>.ipynb")
     parser.add_argument("--course", type=Path, default=DEFAULT_COURSE)
     parser.add_argument("--timeout", type=int, default=180, help="seconds a cell may run (default 180)")
+    parser.add_argument("--jobs", type=int, default=None, help="learners graded at a time (default: one per CPU)")
     args = parser.parse_args()
     chapter = chapter_path(args.chapter)
-    results = grade(chapter, collect(args.submissions), args.course, args.timeout)
+    results = grade(chapter, collect(args.submissions), args.course, args.timeout, args.jobs)
     csv_path = args.course / "scores" / f"{assignment_name(chapter)}.csv"
     print(write_table(results, graded_exercises(chapter), csv_path), end="")
     print(f"\nscores written to {csv_path}; graded notebooks in {grading_folder(args.course, chapter) / 'autograded'}")

@@ -1,7 +1,7 @@
 """Kernel start-up file for grading: a submission may not delete, rename or write files outside its own folder,
 start programs, or end its kernel.
 
-tools/grade.py copies this file into the IPython start-up folder of the kernels that nbgrader starts (through
+tools/course/grade.py copies this file into the IPython start-up folder of the kernels that nbgrader starts (through
 IPYTHONDIR), so it runs before the first cell of every graded notebook and never in a learner's own Jupyter. It
 installs an audit hook (PEP 578): an operation that would change a file outside the notebook's working directory
 and the temporary folder, or start a process, raises PermissionError in the cell that asked for it, so that cell and

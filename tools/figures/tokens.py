@@ -1,12 +1,12 @@
-"""The schematic of chapter 12 (tokens), drawn with the helpers of figures.py.
-
-`python tools/figures.py` draws it too (its `main` imports this module); `python tools/figures_tokens.py` draws it
-alone. The tokens and ids drawn are computed here with tfm.bpe, trained as in chapter 12.
+"""The schematic of chapter 12 (tokens), drawn with the helpers of style.py; `python -m tools.figures` draws every
+figure. The tokens and ids drawn are computed here with tfm.bpe, trained as in chapter 12.
 """
 
 from __future__ import annotations
 
-from figures import (
+import tfm.bpe
+import tfm.corpus
+from tools.figures.style import (
     BLUE,
     GREY,
     LIGHT_BLUE,
@@ -20,9 +20,6 @@ from figures import (
     new_figure,
     save,
 )
-
-import tfm.bpe
-import tfm.corpus
 
 TEXT = "the bitwise inversion of x"
 

@@ -1,7 +1,5 @@
-"""Schematics of the model chapters (5, 6, 7, 9, 10), drawn with the helpers of figures.py.
-
-`python tools/figures.py` draws these too (its `main` imports this module). Same conventions: inch units, text as
-paths, deterministic SVG, colour-blind-safe colours with every shape labelled.
+"""Schematics of the model chapters (5, 6, 7, 9, 10), drawn with the helpers of style.py. `python -m tools.figures`
+draws every figure.
 """
 
 from __future__ import annotations
@@ -9,7 +7,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from figures import (
+from matplotlib.colors import to_hex
+from matplotlib.patches import Arc, Circle, Rectangle
+
+from tools.figures.style import (
     BLUE,
     GREEN,
     GREY,
@@ -25,8 +26,6 @@ from figures import (
     new_figure,
     save,
 )
-from matplotlib.colors import to_hex
-from matplotlib.patches import Arc, Circle, Rectangle
 
 LIGHT_PURPLE = "#dadaeb"  # a tint of tab:purple, for LayerNorm
 DM = "d_{\\mathrm{model}}"

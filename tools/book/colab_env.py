@@ -1,6 +1,6 @@
 """Prepare the notebooks to run as Colab runs them: alone in an empty folder, with tfm installed from a built wheel.
 
-Usage: python tools/colab_env.py FOLDER   (`make notebooks` runs strict nbval on FOLDER/chapters/*.ipynb with
+Usage: python -m tools.book.colab_env FOLDER   (`make notebooks` runs strict nbval on FOLDER/chapters/*.ipynb with
 FOLDER/env/bin/python, so the one execution that checks the stored outputs also proves that no notebook depends on
 the repository's layout or on the editable install.)
 
@@ -17,7 +17,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tools import ROOT
 
 
 def build(folder: Path) -> Path:

@@ -1,6 +1,6 @@
 """The robustness sweep: re-run every trained claim of the book over seeds and numeric paths, and tabulate it.
 
-Usage: python tools/robustness.py [--seeds 5] [--paths default mkl-compatible ...] [--chapters 05 06]
+Usage: python -m tools.book.robustness [--seeds 5] [--paths default mkl-compatible ...] [--chapters 05 06]
 (`make robustness` runs it with the defaults and writes appendices/robustness.json and appendices/robustness.md, which
 the appendix "How this book is checked" includes.) A sweep of some chapters only (--chapters) writes to a temporary
 file instead; `--merge FILE.json ...` combines such partial sweeps, run with the same seeds and paths, into the book's
@@ -32,7 +32,8 @@ import tempfile
 from pathlib import Path
 
 import nbformat
-from notebooks import ROOT, execute, notebooks
+
+from tools.book.notebooks import ROOT, execute, notebooks
 
 # Numeric paths: each changes the bits of softmax, attention or matrix products on the reference CPU.
 PATHS = {

@@ -1,0 +1,13 @@
+"""Executing and checking the book's notebooks.
+
+- notebooks.py          the list of chapters, their time budgets, the book's environment, one execution (shared)
+- execute_notebooks.py  re-runs notebooks in place to refresh their stored outputs (`make execute`)
+- colab_env.py          the folder `make notebooks` runs in: chapters alone, tfm from a built wheel, as in Colab
+- student_edition.py    the student edition: solutions removed (`make student`), or kept outputs for `make test`'s
+                        student pass (`--keep-outputs`), which re-runs it on a second numeric path under strict nbval
+- exercises.py          the structure of an exercise (stub, check, hidden solution), read from a notebook
+- robustness.py         every trained claim over seeds and numeric paths (`make robustness`)
+- mutation_check.py     breaks tfm on purpose and checks that the tests notice (run by hand)
+
+Imports nothing from the other folders of tools/.
+"""

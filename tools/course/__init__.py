@@ -1,0 +1,12 @@
+"""The course kit: what an instructor builds from the book, and the offline browser its checks use.
+
+- assignments.py    every chapter as an nbgrader assignment (`make assignments`)
+- grade.py          grades a folder of submissions with the book's exercise checks (`make grade`)
+- grading_guard.py  the audit hook loaded into grading kernels: no deleting files, starting programs, ending kernels
+- slides.py         one reveal.js deck per course session, from the chapters' slide-tagged cells (`make slides`)
+- pdf.py            the book as one PDF, printed by headless Chromium (`make pdf`)
+- vendor.py         pinned npm copies of reveal.js, MathJax, d3 and jQuery, so that nothing loads from a CDN
+- browser.py        a local server and a Chromium page with the network cut off (PDF, slides and browser tests)
+
+Imports from tools.book (the exercise structure, the notebooks, the student edition), never the other way round.
+"""

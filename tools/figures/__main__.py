@@ -1,0 +1,12 @@
+"""Redraw every schematic figure (`make figures`)."""
+
+from tools.figures import attention, model, tokens
+
+
+def main() -> None:
+    for draw in attention.FIGURES + model.FIGURES + tokens.FIGURES:
+        draw()
+
+
+if __name__ == "__main__":
+    main()
