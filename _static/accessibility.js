@@ -1,8 +1,14 @@
-// pydata-sphinx-theme's search and colour-mode buttons have accessible names that leave out the text they show
-// (axe-core: label-content-name-mismatch, WCAG 2.5.3 "label in name"). The search buttons are named by the words they
+// pydata-sphinx-theme's search and colour-mode buttons, and myst-nb's toggles of folded cells, have accessible names
+// that leave out the text they show (axe-core: label-content-name-mismatch, WCAG 2.5.3 "label in name"). The search buttons are named by the words they
 // show; the colour-mode button keeps its name ("Color mode") and its icons, decorative, are hidden from screen readers.
 (function () {
   function nameButtonsAsShown() {
+    // myst-nb's toggles of folded cells (hide-input: the exercises' checks) are <summary> elements labelled
+    // "Toggle hidden content" while they show "Show code cell source": without the label, they are named by the
+    // words they show.
+    document.querySelectorAll('summary[aria-label="Toggle hidden content"]').forEach(function (summary) {
+      summary.removeAttribute("aria-label");
+    });
     document.querySelectorAll(".search-button-field").forEach(function (button) {
       button.setAttribute("aria-label", button.textContent.replace(/\s+/g, " ").trim());
     });
