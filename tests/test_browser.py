@@ -3,9 +3,8 @@ schematic figure loads and has alt text, and the home page and two chapters pass
 
 The test opens the book built from the stored outputs (`make test` builds it once, with warnings as errors, and
 passes it as TFM_SITE; run alone, the test builds a copy of the repository's book files), serves it on 127.0.0.1,
-and opens it in headless Chromium through Playwright. Every request to 127.0.0.1 goes to the local server; the CDN
-files a page asks for (tfm.attnviz's d3 and jQuery) are answered from copies that npm installs at test time;
-every other request is aborted. axe-core also comes from npm.
+and opens it in headless Chromium through Playwright, with the network cut: the site serves its own MathJax, d3 and
+jQuery (tools/course/website.py), and any request outside it fails. axe-core comes from npm at test time.
 
 Skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=1 (CI), where that is a failure.
 """
@@ -26,14 +25,13 @@ from tools.course.browser import copy_book, offline_page, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "chapters/08_inside_bert"
-NPM_PACKAGES = {"d3": "5.7.0", "jquery": "2.2.4",  # the versions in tfm.attnviz's URLs
-                "axe-core": "4.14.1"}  # the accessibility checker
+NPM_PACKAGES = {"axe-core": "4.14.1"}  # the accessibility checker
 SCHEMATIC_CHAPTERS = {"01", "02", "03", "04", "05", "06", "07", "09", "10"}  # each shows at least one
 
 
 @pytest.fixture(scope="module")
 def cdn_files(browser_tools, tmp_path_factory) -> Path:
-    """npm copies of the libraries the page loads from the CDN (never committed)."""
+    """npm copy of axe-core (never committed)."""
     return vendor.ensure(tmp_path_factory.mktemp("npm"), NPM_PACKAGES)
 
 
@@ -61,7 +59,7 @@ def server(site):
 
 
 def test_bertviz_views_draw_offline(server, cdn_files):
-    with offline_page(server, cdn_files) as offline:
+    with offline_page(server) as offline:
         page = offline.page
         page.goto(f"{server}/{CHAPTER}.html", wait_until="load")
         page.wait_for_function("document.querySelectorAll('[id^=bertviz-] svg text').length > 100", timeout=30_000)
@@ -69,9 +67,9 @@ def test_bertviz_views_draw_offline(server, cdn_files):
         views = page.evaluate("""() => Array.from(document.querySelectorAll('div[id^=bertviz-]')).map(div => ({
             id: div.id, texts: Array.from(div.querySelectorAll('svg text')).map(t => t.textContent.trim()),
             lines: div.querySelectorAll('svg line').length}))""")
-        served, errors = offline.served, offline.errors
+        aborted, errors = offline.aborted, offline.errors
 
-    assert len(set(served)) == 2, f"expected d3 and jQuery from the CDN copies, served {served}"
+    assert not aborted, f"requests outside the site (d3 and jQuery are the site's own): {aborted}"
     ids = [view["id"] for view in views]
     assert len(ids) == len(set(ids)) == 5, f"expected 5 views with distinct ids, got {ids}"
     assert sum({"Layers", "Heads"} <= set(view["texts"]) for view in views) == 1, "no model view drawn"

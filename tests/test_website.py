@@ -1,0 +1,56 @@
+"""The website's Sphinx extension (tools/course/website.py) on its own, without a build or a browser: the CDN URLs of a
+page become the site's own copies; and the libraries that tfm.attnviz's views load are among the pinned npm copies
+(tests/test_browser.py checks the built site).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import tfm.attnviz
+from tools.course import vendor, website
+
+
+def _fake_modules(tmp_path: Path) -> Path:
+    """A node_modules folder holding d3 5.7.0's dist/d3.min.js and its licence."""
+    package = tmp_path / "node_modules" / "d3"
+    (package / "dist").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"name": "d3", "version": "5.7.0"}), encoding="utf-8")
+    (package / "dist" / "d3.min.js").write_text("// d3", encoding="utf-8")
+    (package / "LICENSE").write_text("licence", encoding="utf-8")
+    return tmp_path / "node_modules"
+
+
+def _page(tmp_path: Path, modules: Path | None, body: str, scripts: list | None = None) -> dict:
+    app = SimpleNamespace(outdir=str(tmp_path / "site"))
+    context = {"body": body, "pathto": lambda target, resource: f"../{target}", "script_files": scripts or []}
+    website.fix_page({"modules": modules}, app, "chapters/08_inside_bert", "page.html", context, None)
+    return context
+
+
+def test_cdn_urls_become_the_sites_copies(tmp_path):
+    modules = _fake_modules(tmp_path)
+    body = "<script>load('https://cdn.jsdelivr.net/npm/d3@5.7.0/dist/d3.min.js');</script>"
+    context = _page(tmp_path, modules, body)
+    assert context["body"] == "<script>load('../_static/npm/d3/dist/d3.min.js');</script>"
+    copied = tmp_path / "site" / "_static" / "npm" / "d3"
+    assert (copied / "dist" / "d3.min.js").read_text() == "// d3" and (copied / "LICENSE").is_file()
+
+
+def test_a_cdn_url_without_a_copy_is_a_warning(tmp_path, caplog):
+    modules = _fake_modules(tmp_path)
+    url = "https://cdn.jsdelivr.net/npm/d3@7.9.0/dist/d3.min.js"  # a version that is not installed
+    with caplog.at_level(logging.WARNING):
+        context = _page(tmp_path, modules, f"<script src='{url}'></script>")
+    assert url in context["body"], "an URL without a copy is left as it is"
+    assert any(url in record.getMessage() and "vendor.PACKAGES" in record.getMessage() for record in caplog.records)
+
+
+def test_attnviz_loads_pinned_npm_copies():
+    for url in (tfm.attnviz.D3_URL, tfm.attnviz.JQUERY_URL):
+        spec = url.removeprefix(vendor.CDN_PREFIX).split("/")[0]
+        name, _, version = spec.partition("@")
+        assert vendor.PACKAGES.get(name) == version, f"{url}: pin {name}@{version} in vendor.PACKAGES"
