@@ -1,6 +1,6 @@
 """The website's Sphinx extension (tools/course/website.py) on its own, without a build or a browser: the CDN URLs of a
-page become the site's own copies; and the libraries that tfm.attnviz's views load are among the pinned npm copies
-(tests/test_browser.py checks the built site).
+page become the site's own copies, a script listed twice is kept once; and the libraries that tfm.attnviz's views
+load are among the pinned npm copies (tests/test_browser.py checks the built site).
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import json
 import logging
 from pathlib import Path
 from types import SimpleNamespace
+
+from sphinx.builders.html._assets import _JavaScript
 
 import tfm.attnviz
 from tools.course import vendor, website
@@ -47,6 +49,15 @@ def test_a_cdn_url_without_a_copy_is_a_warning(tmp_path, caplog):
         context = _page(tmp_path, modules, f"<script src='{url}'></script>")
     assert url in context["body"], "an URL without a copy is left as it is"
     assert any(url in record.getMessage() and "vendor.PACKAGES" in record.getMessage() for record in caplog.records)
+
+
+def test_a_script_listed_twice_is_kept_once(tmp_path):
+    # sphinx-thebe's settings, added after the builder was set up: Sphinx 7.4 lists them under None and under ''.
+    body = 'const THEBE_JS_URL = "https://unpkg.com/thebe@0.8.2/lib/index.js"'
+    scripts = [_JavaScript("_static/doctools.js", priority=200), _JavaScript(None, body=body),
+               _JavaScript("", body=body), _JavaScript("_static/sphinx-thebe.js", **{"async": "async"})]
+    kept = _page(tmp_path, None, "<p>text</p>", scripts)["script_files"]
+    assert [script.filename or "" for script in kept] == ["_static/doctools.js", "", "_static/sphinx-thebe.js"]
 
 
 def test_attnviz_loads_pinned_npm_copies():

@@ -10,6 +10,9 @@ that tools/course/browser.py builds.
   read the site's files (see its docstring). A URL without an npm copy, or no npm at all, is a build warning: `make
   book` and `make build-check`, with warnings as errors, stop and say why; a build without -W falls back to loading
   MathJax from its CDN, as Sphinx does by default.
+- One script, not two. sphinx-thebe adds its settings with `app.add_js_file(None, body=...)` after the builder is set
+  up; Sphinx 7.4 then lists that script twice (once under the file name None, once under ''), and the second
+  `const THEBE_JS_URL` is a SyntaxError on every page. A page's repeated scripts are dropped.
 """
 
 from __future__ import annotations
@@ -60,8 +63,22 @@ def local_url(state: dict, app, pagename: str, pathto, url: str) -> str:
     return pathto(f"_static/{SITE_DIR}/{relative.as_posix()}", 1)
 
 
+def unique_scripts(scripts: list) -> list:
+    """`scripts` (Sphinx's script_files) without repeats: an asset named None and one named '' are the same."""
+    seen, kept = set(), []
+    for script in scripts:
+        attributes = getattr(script, "attributes", {})
+        key = (getattr(script, "filename", script) or "", tuple(sorted(attributes.items())))
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    return kept
+
+
 def fix_page(state: dict, app, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """html-page-context: the page's CDN URLs made local."""
+    """html-page-context: each script once; the page's CDN URLs made local."""
+    if "script_files" in context:
+        context["script_files"] = unique_scripts(context["script_files"])
     body = context.get("body")
     if not body:
         return
