@@ -1,6 +1,6 @@
 """The website's Sphinx extension (tools/course/website.py) on its own, without a build or a browser: the CDN URLs of a
-page become the site's own copies, a script listed twice is kept once; and the libraries that tfm.attnviz's views
-load are among the pinned npm copies (tests/test_browser.py checks the built site).
+page become the site's own copies, a script listed twice is kept once, bibliography entries are list items; and the
+libraries that tfm.attnviz's views load are among the pinned npm copies (tests/test_browser.py checks the built site).
 """
 
 from __future__ import annotations
@@ -58,6 +58,13 @@ def test_a_script_listed_twice_is_kept_once(tmp_path):
                _JavaScript("", body=body), _JavaScript("_static/sphinx-thebe.js", **{"async": "async"})]
     kept = _page(tmp_path, None, "<p>text</p>", scripts)["script_files"]
     assert [script.filename or "" for script in kept] == ["_static/doctools.js", "", "_static/sphinx-thebe.js"]
+
+
+def test_bibliography_entries_are_list_items(tmp_path):
+    body = ('<div role="list" class="citation-list">\n<div class="citation" id="id6" role="doc-biblioentry">\n'
+            '<span class="label">BKH16</span><p>Layer normalization.</p></div>\n</div>')
+    fixed = _page(tmp_path, None, body)["body"]
+    assert 'role="listitem"' in fixed and "doc-biblioentry" not in fixed
 
 
 def test_attnviz_loads_pinned_npm_copies():

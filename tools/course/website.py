@@ -13,6 +13,9 @@ that tools/course/browser.py builds.
 - One script, not two. sphinx-thebe adds its settings with `app.add_js_file(None, body=...)` after the builder is set
   up; Sphinx 7.4 then lists that script twice (once under the file name None, once under ''), and the second
   `const THEBE_JS_URL` is a SyntaxError on every page. A page's repeated scripts are dropped.
+- Bibliography entries. docutils gives each entry of a citation list the DPUB role doc-biblioentry, deprecated, so
+  the list (role "list") holds no list items for assistive technology (axe-core: aria-required-children, critical);
+  each entry becomes a "listitem".
 """
 
 from __future__ import annotations
@@ -76,12 +79,13 @@ def unique_scripts(scripts: list) -> list:
 
 
 def fix_page(state: dict, app, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """html-page-context: each script once; the page's CDN URLs made local."""
+    """html-page-context: each script once; the page's CDN URLs made local; bibliography entries as list items."""
     if "script_files" in context:
         context["script_files"] = unique_scripts(context["script_files"])
     body = context.get("body")
     if not body:
         return
+    body = body.replace('role="doc-biblioentry"', 'role="listitem"')
     if state.get("modules") is not None:
         body = CDN_URL.sub(lambda m: local_url(state, app, pagename, context["pathto"], m.group(0)), body)
     context["body"] = body
