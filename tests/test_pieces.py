@@ -90,6 +90,30 @@ def test_train_reduces_the_loss_and_reports_history():
                   progress=False)
 
 
+def test_train_stops_when_asked_and_evaluates_where_it_stopped():
+    """stop_when(history) is asked after every step; the run ends at the first True, with a last evaluation there,
+    and the steps it did take are those of a run without stop_when."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+
+    def run(**kwargs):
+        torch.manual_seed(1)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        return tfm.train(model, lambda: (x, y), lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), optimizer, 40,
+                         progress=False, **kwargs)
+
+    full = run()
+    asked = []
+    stopped = run(stop_when=lambda h: asked.append(len(h["loss"])) or len(h["loss"]) >= 7,
+                  evaluate=lambda m: 0.0, eval_every=5)
+    assert asked == list(range(1, 8)) and len(stopped["loss"]) == 7
+    assert stopped["loss"] == full["loss"][:7]
+    assert stopped["eval_step"] == [0, 5, 7]
+    never = run(stop_when=lambda h: False)
+    assert never["loss"] == full["loss"]
+
+
 def test_train_records_held_out_loss_without_changing_the_training():
     """Evaluation runs in eval mode without gradients, at step 0, every eval_every steps and after the last step,
     and leaves the training itself bit for bit as it was."""
