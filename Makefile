@@ -25,7 +25,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install book test lint unit unit-on-site notebooks notebooks-student notebooks-perturbed build-check execute \
-	student assignments grade serve freeze clean bench time-test robustness figures slides pdf pdf-check
+	student assignments grade gradebook serve freeze clean bench time-test robustness figures slides pdf pdf-check
 
 help:
 	@echo "make book     build the website into _build/html"
@@ -110,6 +110,9 @@ grade: $(STAMP)
 	@test -n "$(CHAPTER)" -a -n "$(SUBMISSIONS)" || (echo "usage: make grade CHAPTER=03 SUBMISSIONS=folder"; exit 2)
 	$(BIN)/python -m tools.course.grade $(CHAPTER) $(SUBMISSIONS)
 
+gradebook: $(STAMP)
+	$(BIN)/python -m tools.course.gradebook $(if $(ROSTER),--roster $(ROSTER))
+
 serve: book
 	$(BIN)/python -m http.server --directory _build/html 8000
 
@@ -128,7 +131,7 @@ figures: $(STAMP)
 	$(BIN)/python -m tools.figures
 
 slides: $(STAMP)
-	$(BIN)/python -m tools.course.slides build/slides
+	$(BIN)/python -m tools.course.slides $(if $(PLAN),build/slides-$(PLAN) --plan $(PLAN),build/slides)
 
 pdf: $(STAMP)
 	$(BIN)/python -m tools.course.pdf $(PDF)

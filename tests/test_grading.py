@@ -7,9 +7,15 @@ synthetic submissions, and each learner's scores per exercise must come out as t
 - careless: one answer loops for ever, one deletes another learner's submission and a file outside the course, one
   ends its kernel, one raises -> those four 0, each with the reason, the last exercise full, the files untouched;
 - segfault: one answer crashes the Python process (the guard cannot refuse it) -> that exercise 0 ("kernel died"),
-  the others full.
+  the others full;
+and three that game the grader instead of answering (tools/course/tampering.py, hidden_tests.py):
+- monkeypatch: the release as handed out, with the check functions and tfm.check.check_answer replaced by functions
+  that pass, in the first answer cell -> 0 everywhere (every check ran after the patch), each note saying why;
+- peeking: the right answers, but the first pencil-and-paper answer reads the notebook's own file (where the
+  expected values could be found) -> that exercise and the one after it 0;
+- hard-coded: attend_one with the public check's d_k = 3 written in -> the hidden tests (other sizes) give it 0.
 
-The five are graded two at a time (grade.py's --jobs), each in a course folder of its own.
+The eight are graded two at a time (grade.py's --jobs), each in a course folder of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pytest
 from tools.book.exercises import find_exercises
 from tools.course import grade
 from tools.course.assignments import assignment_name, graded_exercises, source_notebook, write_course
+from tools.course.hidden_tests import HIDDEN_TESTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +56,20 @@ def _submission(source, edits: dict[str, str] | None = None, replace: tuple[str,
     return nb
 
 
+PEEK = f"\nimport json\nbook = json.load(open({CHAPTER.name!r}))  # the expected values are in there\n"
+PATCH = ("check_softmax = check_attend_one = check_new_query_matrix = lambda *a, **k: None\n"
+         "check_weights_by_hand = check_zero_query = lambda *a, **k: None\n"
+         "tfm.check.check_answer = lambda *a, **k: None\n")
+
+
+def _prefixed(release, label: str, code: str):
+    """The release with `code` at the top of the first answer cell of `label`."""
+    nb = nbformat.from_dict(release)
+    cell = next(c for c in nb.cells if _answer_label(c) == label)
+    cell.source = code + cell.source
+    return nb
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
@@ -70,11 +91,15 @@ def graded(tmp_path_factory):
             "ch01-pp-by-hand": "\nraise RuntimeError('unfinished')\n"}),
         # in the first exercise, so that one regrade without it finds the culprit (the grader tries them in order)
         "segfault": _submission(source, {"ch01-ex-softmax": "\nimport ctypes\nctypes.string_at(0)\n"}),
+        "monkeypatch": _prefixed(release, "ch01-ex-softmax", PATCH),
+        "peeking": _submission(source, {"ch01-pp-by-hand": PEEK}),
+        "hard_coded": _submission(source, replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "/ math.sqrt(3)")),
     }
     folder = tmp_path_factory.mktemp("submissions")
     for learner, nb in submissions.items():
         nbformat.write(nb, folder / f"{learner}.ipynb")
-    results = grade.grade(CHAPTER, grade.collect(folder), course, timeout=10, jobs=2)
+    # 30 s per cell: short enough for the looping answer, long enough for a busy machine to import torch
+    results = grade.grade(CHAPTER, grade.collect(folder), course, timeout=30, jobs=2)
     table = grade.write_table(results, graded_exercises(CHAPTER), course / "scores" / f"{name}.csv")
     return {r.learner: r for r in results}, table, course / "scores" / f"{name}.csv", outside, others, course
 
@@ -124,11 +149,40 @@ def test_segfault_loses_only_its_exercise(graded):
         "ch01-ex-softmax": "kernel died"}, segfault
 
 
+def test_gaming_submissions_score_zero_for_what_they_faked(graded):
+    results = graded[0]
+    monkeypatch = results["monkeypatch"]
+    assert monkeypatch.scores == dict.fromkeys(POINTS, 0), monkeypatch
+    assert "changes the grader: rebinds check_attend_one" in monkeypatch.notes["ch01-ex-softmax"], monkeypatch.notes
+    assert all("the answer to ch01-ex-softmax changes the grader" in monkeypatch.notes[label]
+               for label in list(POINTS)[1:]), monkeypatch.notes
+    peeking = results["peeking"]
+    assert peeking.scores == {**POINTS, "ch01-pp-by-hand": 0, "ch01-pp-zero-query": 0}, peeking
+    assert "imports json" in peeking.notes["ch01-pp-by-hand"] and "reads a notebook file" in peeking.notes[
+        "ch01-pp-by-hand"]
+    hard_coded = results["hard_coded"]
+    assert hard_coded.scores == {**POINTS, "ch01-ex-one-query": 0}, hard_coded
+    assert "d_k = 2" in hard_coded.notes["ch01-ex-one-query"], hard_coded.notes
+
+
+def test_hidden_tests_are_graded_not_released(graded):
+    course = graded[-1]
+    release = "\n".join(c.source for c in nbformat.read(course / "release" / "ch01" / CHAPTER.name,
+                                                         as_version=4).cells)
+    source = "\n".join(c.source for c in nbformat.read(course / "source" / "ch01" / CHAPTER.name,
+                                                        as_version=4).cells)
+    assert "BEGIN HIDDEN TESTS" in source and "BEGIN HIDDEN TESTS" not in release and "generator(12)" not in release
+    labels = {e.label for chapter in (ROOT / "chapters").glob("*.ipynb")
+              for e in find_exercises(nbformat.read(chapter, as_version=4).cells) if e.checks}
+    assert set(HIDDEN_TESTS) <= labels, set(HIDDEN_TESTS) - labels
+
+
 def test_scores_csv_has_one_row_per_learner(graded):
     rows = list(csv.reader(graded[2].open(encoding="utf-8")))
     assert rows[0][:2] == ["learner", "ch01-ex-softmax (1)"] and rows[0][-2:] == ["total (9)", "notes"]
     assert {row[0]: row[-2] for row in rows[1:]} == {"careless": "2", "empty": "0", "right": "9", "segfault": "8",
-                                                       "wrong": "7"}
+                                                       "wrong": "7", "monkeypatch": "0", "peeking": "6",
+                                                       "hard_coded": "7"}
 
 
 def test_bad_submission_folders_are_named(tmp_path):

@@ -82,6 +82,12 @@ def test_a_plan_change_shows_in_the_decks(tmp_path):
     shorter = tmp_path / "guide.md"
     shorter.write_text(re.sub(r"(?m)^\| (?:2|5|9) \| .*\n", "", text), encoding="utf-8")
     assert [s.number for s in slides.read_plan(shorter)] == [1, 3, 4, 6, 7, 8] + list(range(10, n_chapters + 1))
+    six = slides.read_plan(plan="six")
+    assert [s.number for s in six] == list(range(1, 7)), "the six-session decks are numbered 1 to 6"
+    assert [s.chapter.name[:2] for s in six] == ["01", "02", "03", "04", "06", "07"]
+    assert all(s.minutes <= 75 and s.objectives for s in six)
+    with pytest.raises(SystemExit, match="no course plan 'ten'"):
+        slides.read_plan(plan="ten")
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ runs `nbgrader generate_assignment`, which records the graded cells in the cours
   otherwise, so the book's checks are the grading tests;
 - every other code cell is read-only (locked): nbgrader restores the instructor's version of locked and test cells
   before grading, so a submission cannot change a check or the code it relies on;
+- exercises listed in tools/course/hidden_tests.py get hidden tests in their check (other sizes and inputs), which
+  the release does not show and the grader runs;
 - the solutions are removed as in the student edition (tools/book/student_edition.py); pencil-and-paper exercises
   without a check (chapters 8-13) are not autograded.
 """
@@ -34,6 +36,7 @@ import nbformat
 from tools.book.exercises import find_exercises
 from tools.book.notebooks import ROOT, notebooks
 from tools.book.student_edition import student_cells
+from tools.course.hidden_tests import HIDDEN_TESTS
 
 DEFAULT_COURSE = ROOT / "build" / "course"
 SCHEMA_VERSION = 3  # nbgrader's cell metadata schema (nbgrader 0.9)
@@ -46,6 +49,7 @@ c.CourseDirectory.root = {root!r}
 c.ClearSolutions.code_stub = {{"python": ""}}  # learners keep the book's stub, not nbgrader's generic one
 c.ClearSolutions.enforce_metadata = True
 c.Execute.timeout = {timeout}  # seconds per cell; a cell that runs longer is interrupted and its exercise scores 0
+c.Execute.iopub_timeout = 60  # seconds for a finished cell's last output (nbgrader's 4 s failed notebooks under load)
 """
 
 
@@ -91,6 +95,12 @@ def source_notebook(chapter: Path) -> nbformat.NotebookNode:
         for n, k in enumerate(exercise.checks):
             _nbgrader(nb.cells[k], f"{exercise.label}-check-{n}", grade=True, locked=True,
                       points=points(exercise.grade))
+        if exercise.label in HIDDEN_TESTS:  # removed from the release, put back by nbgrader when it grades
+            last_check = nb.cells[exercise.checks[-1]]
+            body = "\n".join(f"    {line}" if line else line for line in HIDDEN_TESTS[exercise.label].splitlines())
+            last_check.source = (f"{last_check.source.rstrip()}\n### BEGIN HIDDEN TESTS\n"  # in a function: its
+                                 f"def _hidden_tests():\n{body}\n\n\n_hidden_tests()\n"  # names stay its own
+                                 "del _hidden_tests\n### END HIDDEN TESTS")
         graded.update(answers + exercise.checks)
     for k, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and k not in graded:

@@ -40,6 +40,7 @@ import nbformat
 
 from tools.book.notebooks import CHAPTERS, ENVIRONMENT
 from tools.course.assignments import DEFAULT_COURSE, assignment_name, graded_exercises, run_nbgrader, write_course
+from tools.course.tampering import module_names, protected_names, tampering
 
 GUARD = Path(__file__).with_name("grading_guard.py")
 GRADING_REFUSED = "refused while grading"  # the marker in tools/course/grading_guard.py's messages
@@ -212,7 +213,35 @@ def read_result(course: Path, chapter: Path, learner: str) -> Result:
         failed = [o.evalue for o in cell.outputs if o.output_type == "error" and o.ename == "CheckFailed"]
         if failed and not _is_answer(cell):  # a plain wrong answer: what the check told the learner
             result.notes.setdefault(label, failed[0].splitlines()[0][:150])
+    release = nbformat.read(course / "release" / name / chapter.name, as_version=4)
+    for label, why in changes_to_the_grader(graded.cells, release.cells).items():
+        result.scores[label], result.notes[label] = 0.0, why  # whatever its check said
     return result
+
+
+def changes_to_the_grader(graded: list, release: list) -> dict[str, str]:
+    """Exercise label -> why it scores 0: its answer cell changes what the checks use (tools/course/tampering.py), or
+    an earlier answer did (it ran before this exercise's check)."""
+    code = [c for c in graded if c.cell_type == "code"]
+    answers = [c for c in code if _is_answer(c)]
+    checks = [c.source for c in code if c.metadata.get("nbgrader", {}).get("grade")]
+    locked = [c.source for c in code if not _is_answer(c) and not c.metadata.get("nbgrader", {}).get("grade")]
+    stubs = [c.source for c in release if _is_answer(c)]
+    protected = protected_names(locked, checks, stubs)
+    modules = module_names(locked + [c.source for c in answers])
+    found: dict[str, str] = {}
+    culprit = ""
+    for cell in code:
+        label = CHECK_ID.match(cell.metadata.get("nbgrader", {}).get("grade_id", "") or "-check-0")
+        label = label.group("label") if label else ""
+        if culprit and label and label not in found:
+            found[label] = f"not graded: the answer to {culprit} changes the grader before this check"
+        reasons = tampering(cell.source, protected, modules) if _is_answer(cell) else []
+        if reasons and label not in (culprit, ""):
+            found[label] = "changes the grader: " + "; ".join(reasons[:3])
+            culprit = culprit or label
+    return found
+
 
 
 def zero_reason(outputs: list) -> str:

@@ -15,12 +15,12 @@ the folder can be zipped and opened from disk on a classroom machine with no net
 
 from __future__ import annotations
 
+import argparse
 import base64
 import html
 import json
 import re
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,16 +78,25 @@ def _rows(text: str, header: str) -> list[list[str]]:
     return rows
 
 
-def read_plan(guide: Path = GUIDE) -> list[Session]:
-    """The course plan's sessions, each with its chapter's objectives and in-class exercise from the chapter table."""
+PLANS = {"thirteen": "## A course plan", "six": "## A shorter course"}  # plan -> the guide's heading of its table
+
+
+def read_plan(guide: Path = GUIDE, plan: str = "thirteen") -> list[Session]:
+    """A course plan's sessions (the guide's thirteen-session plan, or another of PLANS), each with its chapter's
+    objectives and in-class exercise from the chapter table."""
+    if plan not in PLANS:
+        raise SystemExit(f"no course plan {plan!r}: choose one of {sorted(PLANS)}")
     text = guide.read_text(encoding="utf-8")
+    if PLANS[plan] not in text:
+        raise SystemExit(f"{guide} has no section '{PLANS[plan]}' for the plan {plan!r}")
+    section = text.split(PLANS[plan], 1)[1].split("\n## ", 1)[0]
     chapters = {}
     for row in _rows(text, "| chapter | learning objectives"):
         number = int(re.search(r"`(\d+)\.", row[0]).group(1))
         chapters[number] = ([part.strip() for part in row[1].split(";")],
                             set(re.findall(r"`(ch\d+-ex-[\w-]+)` \([^)]*in class", row[3])))
     sessions = []
-    for row in _rows(text, "| session | chapter"):
+    for row in _rows(section, "| session | chapter"):
         number = int(row[1].split(".")[0])
         chapter = next((ROOT / "chapters").glob(f"{number:02d}_*.ipynb"))
         objectives, in_class = chapters.get(number, ([], set()))
@@ -235,8 +244,9 @@ def book_macros() -> dict:
     return config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
 
 
-def build(out: Path, node_modules: Path | None = None) -> list[Path]:
-    """Write index.html, one deck per session and vendor/ into `out`; return the decks."""
+def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen") -> list[Path]:
+    """Write index.html, one deck per session of `plan` (numbered as that plan numbers them) and vendor/ into `out`;
+    return the decks."""
     node_modules = node_modules or vendor.ensure()
     if out.exists():
         shutil.rmtree(out)
@@ -245,7 +255,7 @@ def build(out: Path, node_modules: Path | None = None) -> list[Path]:
         dst.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
     macros, decks, links = book_macros(), [], []
-    for session in read_plan():
+    for session in read_plan(plan=plan):
         deck = out / f"session-{session.number:02d}.html"
         deck.write_text(build_deck(session, macros), encoding="utf-8")
         decks.append(deck)
@@ -260,6 +270,9 @@ def build(out: Path, node_modules: Path | None = None) -> list[Path]:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "build" / "slides"
-    for path in build(target):
+    parser = argparse.ArgumentParser(description="One reveal.js deck per session of a course plan.")
+    parser.add_argument("out", type=Path, nargs="?", default=ROOT / "build" / "slides")
+    parser.add_argument("--plan", default="thirteen", choices=sorted(PLANS), help="the instructor guide's plan")
+    args = parser.parse_args()
+    for path in build(args.out, plan=args.plan):
         print(path)

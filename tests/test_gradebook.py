@@ -1,0 +1,69 @@
+"""tools/course/gradebook.py: the course-wide gradebook and its Canvas and Moodle layouts, from score tables written
+the way `make grade` writes them (tools/course/grade.write_table)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tools.course.grade import Result, write_table
+from tools.course.gradebook import CANVAS_FIRST, MOODLE_FIRST, write_gradebook
+
+
+def _rows(path):
+    return list(csv.reader(path.open(encoding="utf-8", newline="")))
+
+
+@pytest.fixture
+def course(tmp_path):
+    points_01 = {"ch01-ex-softmax": 1, "ch01-ex-one-query": 2}
+    points_03 = {"ch03-ex-qkv": 1, "ch03-ex-concat": 3}
+    write_table([Result("ada", {"ch01-ex-softmax": 1, "ch01-ex-one-query": 2}),
+                 Result("bob", {"ch01-ex-softmax": 1, "ch01-ex-one-query": 0}, {"ch01-ex-one-query": "wrong"})],
+                points_01, tmp_path / "scores" / "ch01.csv")
+    write_table([Result("ada", {"ch03-ex-qkv": 0, "ch03-ex-concat": 3})],  # bob handed nothing in for chapter 3
+                points_03, tmp_path / "scores" / "ch03.csv")
+    return tmp_path
+
+
+def test_gradebook_totals_per_chapter_and_course(course):
+    rows = _rows(write_gradebook(course)["gradebook"])
+    assert rows[0] == ["learner", "ch01 (3)", "ch03 (4)", "total (7)"]
+    assert rows[1:] == [["ada", "3", "3", "6"], ["bob", "1", "0", "1"]]
+
+
+def test_canvas_layout(course):
+    rows = _rows(write_gradebook(course)["canvas"])
+    assert rows[0][:5] == CANVAS_FIRST == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert rows[0][5:] == ["ch01: Attention, token by token", "ch03: Multi-head attention"], rows[0]
+    assert rows[1] == ["Points Possible", "", "", "", "", "3", "4"]
+    assert [r[0] for r in rows[2:]] == ["ada", "bob"] and [r[5:] for r in rows[2:]] == [["3", "3"], ["1", "0"]]
+    assert all(len(r) == len(rows[0]) for r in rows)
+
+
+def test_moodle_layout_with_a_roster(course):
+    roster = course / "roster.csv"
+    roster.write_text("learner,name,email,username,section\nada,\"Lovelace, Ada\",ada@uni.edu,alovelace,A\n"
+                      "bob,\"Boole, George\",gb@uni.edu,gboole,B\ncyd,\"Doe, Cyd\",cyd@uni.edu,cdoe,B\n",
+                      encoding="utf-8")
+    paths = write_gradebook(course, roster)
+    moodle = _rows(paths["moodle"])
+    assert moodle[0][:4] == MOODLE_FIRST
+    assert moodle[1:] == [["ada@uni.edu", "alovelace", "", "Lovelace, Ada", "3", "3"],
+                          ["gb@uni.edu", "gboole", "", "Boole, George", "1", "0"],
+                          ["cyd@uni.edu", "cdoe", "", "Doe, Cyd", "0", "0"]]  # in the roster, never graded: 0
+    canvas = _rows(paths["canvas"])
+    assert canvas[2][:5] == ["Lovelace, Ada", "", "ada", "ada", "A"]
+
+
+def test_bad_inputs_are_named(course, tmp_path):
+    roster = course / "roster.csv"
+    roster.write_text("learner,email\nada,ada@uni.edu\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"no row for \['bob'\]"):
+        write_gradebook(course, roster)
+    roster.write_text("student,email\nada,a@b\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="needs a column 'learner'"):
+        write_gradebook(course, roster)
+    with pytest.raises(SystemExit, match="no score tables"):
+        write_gradebook(tmp_path / "empty")

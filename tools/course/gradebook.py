@@ -1,0 +1,135 @@
+"""One gradebook for a whole course, from the score tables that `make grade` writes, in the CSV layouts that Canvas
+and Moodle import.
+
+Usage: python -m tools.course.gradebook [--course build/course] [--roster roster.csv]   (`make gradebook`)
+
+`make grade CHAPTER=NN` writes `<course>/scores/chNN.csv` (one row per learner, one column per exercise, the total).
+This reads every such table and writes, in `<course>/gradebook/`:
+
+- `gradebook.csv`: one row per learner, one column per chapter graded (its total) and the course total, each header
+  saying its maximum (`ch03 (14)`); a learner missing from a chapter's table scored 0 there;
+- `canvas.csv`: for Canvas's Gradebook import (Grades > Import). Canvas matches a row to a learner by one of its
+  first columns (`Student`, the name as "Last, First"; `ID`, Canvas's user id; `SIS User ID`) and expects `SIS Login
+  ID` and `Section` beside them; every later column is an assignment, which the import creates when its name is new
+  (`ch03: Multi-head attention`), and a second row `Points Possible` gives each assignment's maximum;
+- `moodle.csv`: for Moodle's "Import grades: CSV file". Moodle asks at import which column identifies the user
+  (here `email`, `username` or `idnumber`) and which grade item each other column fills; one column per chapter.
+
+The roster (optional) is a CSV with a column `learner` (the name `make grade` used: the submission's file or folder
+name) and any of `name` ("Last, First"), `canvas_id`, `sis_user_id`, `sis_login_id`, `section`, `email`, `username`,
+`idnumber`; without it, the learner's name fills the identifying columns, which is enough for a spreadsheet and for
+checking the layout, and needs the roster before a real import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from pathlib import Path
+
+from tools.book.notebooks import CHAPTERS
+from tools.course.assignments import DEFAULT_COURSE
+
+TOTAL = re.compile(r"^total \((?P<points>[\d.]+)\)$")
+CANVAS_FIRST = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+MOODLE_FIRST = ["email", "username", "idnumber", "name"]
+
+
+def chapter_title(assignment: str) -> str:
+    """ch03 -> "ch03: Multi-head attention" (the title of chapter 3's notebook, from its first heading)."""
+    matches = sorted(CHAPTERS.glob(f"{assignment[2:]}_*.ipynb"))
+    if not matches:
+        return assignment
+    import nbformat
+
+    heading = next((line for cell in nbformat.read(matches[0], as_version=4).cells if cell.cell_type == "markdown"
+                    for line in cell.source.splitlines() if line.startswith("# ")), "")
+    title = re.sub(r"^#\s*(\d+\.\s*)?", "", heading).strip()
+    return f"{assignment}: {title}" if title else assignment
+
+
+def read_scores(scores: Path) -> dict[str, tuple[float, dict[str, float]]]:
+    """chNN -> (its maximum, learner -> total), from every `<scores>/chNN.csv`, in chapter order."""
+    tables = {}
+    for path in sorted(scores.glob("ch[0-9][0-9].csv")):
+        rows = list(csv.DictReader(path.open(encoding="utf-8", newline="")))
+        header = rows[0].keys() if rows else next(csv.reader(path.open(encoding="utf-8", newline="")), [])
+        total = next((TOTAL.match(h) for h in header if TOTAL.match(h)), None)
+        if total is None:
+            raise SystemExit(f"{path}: no 'total (N)' column; was it written by `make grade`?")
+        tables[path.stem] = (float(total.group("points")),
+                             {row["learner"]: float(row[total.group(0)] or 0) for row in rows})
+    if not tables:
+        raise SystemExit(f"no score tables in {scores}: run `make grade CHAPTER=NN SUBMISSIONS=...` first")
+    return tables
+
+
+def read_roster(roster: Path | None, learners: list[str]) -> dict[str, dict[str, str]]:
+    """learner -> their identifying fields; the learner's own name wherever the roster gives none."""
+    given: dict[str, dict[str, str]] = {}
+    if roster is not None:
+        for row in csv.DictReader(roster.open(encoding="utf-8", newline="")):
+            if "learner" not in row:
+                raise SystemExit(f"{roster}: the roster needs a column 'learner' (the names `make grade` used)")
+            given[row["learner"]] = {k: (v or "").strip() for k, v in row.items()}
+        unknown = sorted(set(given) - set(learners))
+        missing = sorted(set(learners) - set(given))
+        if missing:
+            raise SystemExit(f"{roster}: no row for {missing[:5]} (graded learners must all be in the roster)")
+        if unknown:
+            print(f"roster learners with no score (0 everywhere): {unknown[:5]}", file=sys.stderr)
+    return {learner: given.get(learner, {}) for learner in sorted(set(learners) | set(given))}
+
+
+def _fmt(points: float) -> str:
+    return f"{points:g}"
+
+
+def write_gradebook(course: Path, roster: Path | None = None) -> dict[str, Path]:
+    """Write gradebook.csv, canvas.csv and moodle.csv into `<course>/gradebook/`; return their paths."""
+    tables = read_scores(course / "scores")
+    people = read_roster(roster, [learner for _, scores in tables.values() for learner in scores])
+    out = course / "gradebook"
+    out.mkdir(parents=True, exist_ok=True)
+    titles = {name: chapter_title(name) for name in tables}
+    maximum = sum(points for points, _ in tables.values())
+
+    def totals(learner: str) -> list[float]:
+        return [scores.get(learner, 0.0) for _, scores in tables.values()]
+
+    paths = {kind: out / f"{kind}.csv" for kind in ("gradebook", "canvas", "moodle")}
+    with paths["gradebook"].open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["learner", *[f"{n} ({_fmt(p)})" for n, (p, _) in tables.items()], f"total ({_fmt(maximum)})"])
+        for learner in people:
+            writer.writerow([learner, *map(_fmt, totals(learner)), _fmt(sum(totals(learner)))])
+    with paths["canvas"].open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*CANVAS_FIRST, *titles.values()])
+        writer.writerow(["Points Possible", "", "", "", "", *[_fmt(p) for p, _ in tables.values()]])
+        for learner, who in people.items():
+            writer.writerow([who.get("name") or learner, who.get("canvas_id", ""), who.get("sis_user_id") or learner,
+                             who.get("sis_login_id") or learner, who.get("section", ""), *map(_fmt, totals(learner))])
+    with paths["moodle"].open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([*MOODLE_FIRST, *titles.values()])
+        for learner, who in people.items():
+            writer.writerow([who.get("email", ""), who.get("username") or learner, who.get("idnumber", ""),
+                             who.get("name") or learner, *map(_fmt, totals(learner))])
+    return paths
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--course", type=Path, default=DEFAULT_COURSE)
+    parser.add_argument("--roster", type=Path, default=None, help="CSV with a 'learner' column and identifiers")
+    args = parser.parse_args()
+    for kind, path in write_gradebook(args.course, args.roster).items():
+        print(f"{kind}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
