@@ -134,7 +134,7 @@ slides: $(STAMP)
 	$(BIN)/python -m tools.course.slides $(if $(PLAN),build/slides-$(PLAN) --plan $(PLAN),build/slides)
 
 pdf: $(STAMP)
-	$(BIN)/python -m tools.course.pdf $(PDF)
+	$(BIN)/python -m tools.course.pdf $(if $(filter student,$(EDITION)),$(PDF:.pdf=-student.pdf) --edition student,$(PDF))
 
 # The whole PDF edition, built and read back (.ci/run; the unit tests print a two-chapter book instead).
 pdf-check: pdf

@@ -119,3 +119,29 @@ def test_bookmarks(book_pdf):
     outline = book_pdf["path"].read_bytes()
     assert b"/Outlines" in outline and b"/Count" in outline, "the PDF has no bookmarks"
     assert yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"] in book_pdf["pages"][0]
+
+
+def test_contents_give_each_chapter_its_page(book_pdf):
+    numbers = book_pdf["summary"]["pages"]
+    assert len(numbers) == len(book_pdf["titles"]) and numbers == sorted(numbers) and numbers[0] > 1
+    contents = book_pdf["pages"][:numbers[0] - 1]
+    for title, number in zip(book_pdf["titles"], numbers, strict=True):
+        start = _flat(book_pdf["pages"][number - 1])[:400]
+        assert _flat(title)[:40] in start, f"{title!r} does not start page {number}"
+        line = next(line for page in contents for line in page.splitlines() if _flat(title)[:30] in _flat(line))
+        assert line.rstrip().endswith(f" {number}"), f"the contents give {title!r} no page {number}: {line!r}"
+
+
+def test_student_edition_has_no_solutions(tmp_path):
+    from tools.course.browser import copy_book
+
+    book = copy_book(tmp_path / "book", SMALL_BOOK)
+    before = nbformat.read(book / "chapters" / "02_attention_as_matrices.ipynb", as_version=4)
+    pdf.to_student_edition(book)
+    after = nbformat.read(book / "chapters" / "02_attention_as_matrices.ipynb", as_version=4)
+    code = lambda nb: "\n".join(c.source for c in nb.cells if c.cell_type == "code")  # noqa: E731
+    assert "_solution" in code(before) and "_solution" not in code(after)
+    assert "solution-start" not in "\n".join(c.source for c in after.cells)
+    assert any(c.get("outputs") for c in after.cells if c.cell_type == "code"), "the stored outputs were dropped"
+    with pytest.raises(SystemExit, match="no edition"):
+        pdf.build(tmp_path / "x.pdf", edition="teacher")

@@ -158,3 +158,30 @@ def test_every_slide_renders_offline(browser_tools, decks, deck):
             page.evaluate("Reveal.next()")
         assert seen >= 8
         assert not offline.aborted and not offline.errors, (offline.aborted, offline.errors)
+
+
+def test_slides_as_slides():
+    session_1 = slides.build_deck(slides.read_plan()[0], slides.book_macros())
+    titles = re.findall(r"<h3>(.*?)</h3>", session_1)
+    steps = [int(m.group(1)) for t in titles for m in [re.search(r"Step (\d+)", t)] if m]
+    assert steps == [1, 2, 3, 4, 5], titles  # every step of the worked example, in order
+    assert len(set(titles)) >= len(titles) - 3, f"slides share titles: {titles}"
+    assert any(t.startswith("In class, in pairs") for t in titles), "no slide states the in-class exercise"
+    for session in slides.read_plan():
+        deck = slides.build_deck(session, slides.book_macros())
+        code = "\n".join(re.findall(r'<pre><code class="python">(.*?)</code></pre>', deck, re.S))
+        assert not re.search(r"^\s*assert |check_close\(|assert_close\(", code, re.M), session.number
+
+
+def test_slide_code_drops_self_checks_only():
+    source = ("z = f(x)  # (B, T, d)\nassert z.shape == (2, 3)\ntfm.check.check_close(z, ref, name='z')\n"
+              "for a, b in pairs:\n    torch.testing.assert_close(a, b)\nfor a in xs:\n    print(a)\n    assert a\n"
+              "def g(y):\n    assert y > 0\n    return y\n")
+    assert slides.slide_code(source) == ("z = f(x)  # (B, T, d)\nfor a in xs:\n    print(a)\n"
+                                         "def g(y):\n    assert y > 0\n    return y")
+    assert slides.slide_code("not python (") == "not python ("
+
+
+def test_speaker_notes_keep_their_math():
+    notes = slides._text("The *mean* of `x`: $\\mu = \\frac{1}{n} \\sum_i x_i$ and $$a_{t} * b_{#}$$\n## Next")
+    assert notes == "The mean of x: $\\mu = \\frac{1}{n} \\sum_i x_i$ and $$a_{t} * b_{#}$$\nNext"

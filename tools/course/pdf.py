@@ -13,11 +13,13 @@ How: copy the book files into a temporary folder, build it with `--builder singl
 chapters numbered as on the website; like the website, it serves its own MathJax, d3 and jQuery: website.py), serve
 it on 127.0.0.1, open it in an offline page (browser.py), wait until MathJax has typeset, the images have
 loaded and chapter 8's views have drawn, add print CSS and a table of contents built from the page's own navigation,
-and print to A4 with page numbers and PDF bookmarks.
+and print to A4 with page numbers and PDF bookmarks. It prints twice: the first printing tells on which page each
+chapter starts (read back with poppler's pdftotext), the second has those numbers in the contents.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -25,9 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import nbformat
 import yaml
 
 from tools import ROOT
+from tools.book.student_edition import write_student_edition
 from tools.course import browser, vendor
 
 DEFAULT_OUT = ROOT / "build" / "pdf" / "transformer-token-by-token.pdf"
@@ -67,6 +71,12 @@ a { color: inherit; text-decoration: none; }
 #tfm-pdf-toc li.tfm-part { font-weight: bold; margin-top: .8em; }
 #tfm-pdf-toc li.tfm-part > ol { font-weight: normal; padding-left: 1.2em; }
 #tfm-pdf-toc .tfm-title-page { font-size: 26pt; font-weight: bold; margin: 2em 0 .3em; }
+#tfm-pdf-toc li.tfm-entry { display: flex; }
+#tfm-pdf-toc li.tfm-entry .tfm-leader { flex: 1; border-bottom: 1px dotted #999; margin: 0 .4em .3em; }
+/* A wide table breaks across pages, its header repeated, instead of leaving half a page blank before it. */
+table, .pst-scrollable-table-container, .table-wrapper { break-inside: auto !important; overflow: visible !important; }
+thead { display: table-header-group; }
+tr { break-inside: avoid; }
 """
 
 # The table of contents, from _toc.yml (the parts' captions and their files, which the website's navigation shows)
@@ -92,8 +102,11 @@ TOC_JS = """
       if (!section) return;
       const heading = section.querySelector('h1, h2, h3, h4');
       const item = document.createElement('li');
-      item.textContent = heading.textContent.replace(/#$/, '').trim();
-      titles.push(item.textContent);
+      item.className = 'tfm-entry';
+      item.innerHTML = '<span class="tfm-title"></span><span class="tfm-leader"></span>'
+        + '<span class="tfm-page">000</span>';
+      item.querySelector('.tfm-title').textContent = heading.textContent.replace(/#$/, '').trim();
+      titles.push(item.querySelector('.tfm-title').textContent);
       part.querySelector('ol').appendChild(item);
       section.classList.add('tfm-chapter');
       if (i === 0) {
@@ -113,6 +126,16 @@ TOC_JS = """
 }
 """
 
+# Write the page numbers found in the first printing into the contents (the same number of digits as the "000"
+# placeholders, so that no line of the contents moves).
+PAGES_JS = """
+(numbers) => {
+  const cells = document.querySelectorAll('#tfm-pdf-toc .tfm-page');
+  cells.forEach((cell, i) => { cell.textContent = String(numbers[i]); });
+  return cells.length;
+}
+"""
+
 FOOTER = ('<div style="font-size:8pt; width:100%; text-align:center; color:#555;">'
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 
@@ -123,8 +146,20 @@ def book_parts(book: Path = ROOT) -> list[tuple[str, list[str]]]:
     return [(part["caption"], [entry["file"] for entry in part["chapters"]]) for part in toc["parts"]]
 
 
+FOLDED = {"hide-input": "remove-input", "hide-output": "remove-output", "hide-cell": "remove-cell"}
+
+
 def prepare(book: Path) -> None:
-    """Ready the copy's configuration for the one-page build."""
+    """Ready the copy for the one-page build: its configuration, and folded cells (myst-nb's hide-* tags, which the
+    singlehtml writer cannot write: "unknown node type: HideCodeCellNode") left out of the print as a reader of the
+    website who never unfolds them sees the page."""
+    for chapter in sorted((book / "chapters").glob("*.ipynb")):
+        nb = nbformat.read(chapter, as_version=4)
+        for cell in nb.cells:
+            tags = cell.get("metadata", {}).get("tags", [])
+            if any(tag in FOLDED for tag in tags):
+                cell.metadata["tags"] = [FOLDED.get(tag, tag) for tag in tags]
+        nbformat.write(nb, chapter)
     config_path = book / "_config.yml"
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     # sphinx-jupyterbook-latex adds nodes that only the html and latex builders know; singlehtml stops on them.
@@ -143,8 +178,32 @@ def build_singlehtml(book: Path) -> Path:
     return site
 
 
+def pdf_pages(path: Path) -> list[str]:
+    """The text of each page of a PDF (poppler's pdftotext, keeping the layout)."""
+    text = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, text=True, check=True).stdout
+    return text.split("\f")
+
+
+def start_pages(pages: list[str], titles: list[str]) -> list[int]:
+    """The page (counted from 1) on which each title starts a chapter, in order: the first page after the contents,
+    and after the previous title's page, whose first lines hold the title."""
+    flat = [" ".join(page.split()) for page in pages]
+    last = " ".join(titles[-1].split())[:40]
+    contents_end = next(n for n, page in enumerate(flat) if last in page)  # the contents list every title first
+    found, after = [], contents_end + 1
+    for title in titles:
+        want = " ".join(title.split())[:40]
+        number = next((n for n in range(after, len(flat)) if want in flat[n][:400]), None)
+        if number is None:
+            raise RuntimeError(f"the printed PDF has no page starting {title!r} after page {after}")
+        found.append(number + 1)
+        after = number
+    return found
+
+
 def print_pdf(site: Path, out: Path, title: str, parts: list) -> dict:
-    """Print the one-page site to `out`; return what happened (titles, network requests refused, JS errors)."""
+    """Print the one-page site to `out` twice: once to find the page on which each chapter starts, once with those
+    numbers in the contents. Return what happened (titles, their pages, network requests refused, JS errors)."""
     with browser.serve(site) as base, browser.offline_page(base, {"width": 1100, "height": 1400}) as off:
         page = off.page
         page.goto(f"{base}/intro.html", wait_until="load", timeout=180_000)
@@ -153,19 +212,43 @@ def print_pdf(site: Path, out: Path, title: str, parts: list) -> dict:
         page.add_style_tag(content=PRINT_CSS)
         page.emulate_media(media="print")
         out.parent.mkdir(parents=True, exist_ok=True)
-        page.pdf(path=str(out), format="A4", print_background=True, display_header_footer=True,
-                 header_template="<span></span>", footer_template=FOOTER, outline=True, tagged=True,
-                 margin={"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"})
-        return {"titles": titles, "views_drawn": drawn, "aborted": off.aborted, "errors": off.errors}
+
+        def printed() -> None:
+            page.pdf(path=str(out), format="A4", print_background=True, display_header_footer=True,
+                     header_template="<span></span>", footer_template=FOOTER, outline=True, tagged=True,
+                     margin={"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"})
+
+        printed()
+        numbers = start_pages(pdf_pages(out), titles)
+        page.evaluate(PAGES_JS, numbers)
+        printed()
+        return {"titles": titles, "pages": numbers, "views_drawn": drawn, "aborted": off.aborted,
+                "errors": off.errors}
 
 
-def build(out: Path = DEFAULT_OUT, files: list[str] | None = None) -> dict:
+EDITIONS = ("book", "student")
+
+
+def to_student_edition(book: Path) -> None:
+    """Turn the chapters of a copy of the book into their student edition, in place (solutions out, outputs kept)."""
+    for chapter in sorted((book / "chapters").glob("*.ipynb")):
+        write_student_edition(chapter, chapter.parent, keep_outputs=True)
+
+
+def build(out: Path = DEFAULT_OUT, files: list[str] | None = None, edition: str = "book") -> dict:
     """The PDF edition into `out` (with `files`, only those chapters and appendices: see browser.copy_book); return a
-    summary (see print_pdf) with the parts printed and the seconds each step took."""
+    summary (see print_pdf) with the parts printed and the seconds each step took. ``edition="student"`` prints the
+    chapters without their solutions (tools/book/student_edition.py, stored outputs kept), for handing out."""
+    if edition not in EDITIONS:
+        raise SystemExit(f"no edition {edition!r}: choose one of {EDITIONS}")
     vendor.ensure()  # here rather than in the build, where a missing npm would only be a warning
     title = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"]
+    if edition == "student":
+        title = f"{title} (student edition, without solutions)"
     with tempfile.TemporaryDirectory(prefix="tfm-pdf-") as tmp:
         book = browser.copy_book(Path(tmp) / "book", files)
+        if edition == "student":
+            to_student_edition(book)
         prepare(book)
         start = time.perf_counter()
         site = build_singlehtml(book)
@@ -178,8 +261,13 @@ def build(out: Path = DEFAULT_OUT, files: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUT
-    info = build(target)
+    parser = argparse.ArgumentParser(description="The book as one PDF, printed by headless Chromium.")
+    parser.add_argument("out", type=Path, nargs="?", default=None)
+    parser.add_argument("--edition", default="book", choices=EDITIONS, help="student: without the solutions")
+    args = parser.parse_args()
+    target = args.out or (DEFAULT_OUT if args.edition == "book" else DEFAULT_OUT.with_name(
+        f"{DEFAULT_OUT.stem}-student.pdf"))
+    info = build(target, edition=args.edition)
     # What happened while printing, beside the PDF: `make pdf-check` (tests/test_pdf.py) reads it back.
     target.with_suffix(".json").write_text(json.dumps(info, indent=1), encoding="utf-8")
     print(f"{target}: {target.stat().st_size / 1e6:.1f} MB, {len(info['titles'])} chapters and appendices, "

@@ -16,6 +16,7 @@ the folder can be zipped and opened from disk on a classroom machine with no net
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import html
 import json
@@ -132,9 +133,51 @@ def prose_words(source: str) -> int:
     return len([w for line in text.splitlines() if not line.startswith("#") for w in line.split()])
 
 
+MATH = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$", re.S)
+
+
 def _text(source: str) -> str:
-    """Markdown as plain text for speaker notes."""
-    return re.sub(r"[*_`#]", "", myst_to_markdown(source)).strip()
+    """Markdown as plain text for speaker notes: emphasis, code marks and heading marks go, math stays as written
+    (its `_`, `*` and `#` are part of the formula)."""
+    text, kept, at = myst_to_markdown(source), [], 0
+    for match in MATH.finditer(text):
+        kept += [re.sub(r"[*`]|^#+\s*", "", text[at:match.start()], flags=re.M), match.group(0)]
+        at = match.end()
+    kept.append(re.sub(r"[*`]|^#+\s*", "", text[at:], flags=re.M))
+    return "".join(kept).strip()
+
+
+CHECK_CALL = re.compile(r"(^|\.)(assert\w*|check\w*|allclose)$")  # assert_close, check_close, tfm.check.check_true...
+
+
+def slide_code(source: str) -> str:
+    """A code cell as a slide shows it: without its self-checks (assert statements and calls of check or assert
+    functions, which the book runs and a lecture does not need); the source as is if it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    def is_check(node: ast.stmt) -> bool:  # a self-check, or a block (loop, with, if) of nothing but self-checks
+        call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+        if isinstance(node, ast.Assert) or (call is not None and CHECK_CALL.search(ast.unparse(call.func))):
+            return True
+        blocks = [getattr(node, "body", None), getattr(node, "orelse", None) or []]
+        return isinstance(node, ast.For | ast.With | ast.If) and all(is_check(n) for b in blocks for n in b)
+
+    drop: set[int] = set()
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if is_check(node):
+                drop.update(range(node.lineno, node.end_lineno + 1))
+            elif not isinstance(node, ast.FunctionDef | ast.ClassDef):  # a definition is shown as written
+                for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
+                    if isinstance(block, list):
+                        visit(block)
+
+    visit(tree.body)
+    lines = [line for n, line in enumerate(source.splitlines(), start=1) if n not in drop]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
 
 
 def render_outputs(cell) -> str:
@@ -165,9 +208,26 @@ def render_cell(cell) -> str:
     if cell["cell_type"] == "markdown":
         body = "\n".join(line for line in cell["source"].splitlines() if not line.startswith("#"))
         return MD.render(myst_to_markdown(body))
-    code = "" if "slide-output" in tags or "remove-input" in tags else (
-        f'<pre><code class="python">{html.escape(cell["source"])}</code></pre>')
+    shown = "" if "slide-output" in tags or "remove-input" in tags else slide_code(cell["source"])
+    code = f'<pre><code class="python">{html.escape(shown)}</code></pre>' if shown else ""
     return code + render_outputs(cell)
+
+
+STEP = re.compile(r"\*\*(Step \d+[^*]*?)\.?\*\*")  # "**Step 2: every token's key and value.**"
+
+
+def slide_title(cell, section: str, subsection: str) -> str:
+    """What a slide shows, as its title: a step's own name, else a figure's caption (its first sentence), else the
+    subsection and section it belongs to; "" in the chapter's opening."""
+    step = STEP.search(cell.source) if cell.cell_type == "markdown" else None
+    caption = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", "")
+    if section in FRONT_MATTER:
+        return ""
+    if step:
+        return f"{subsection or section}: {step.group(1)}"
+    if caption:
+        return re.split(r"(?<=[.:])\s", caption.strip(), maxsplit=1)[0].rstrip(".:")
+    return f"{section}: {subsection}" if subsection else section
 
 
 def slide_cells(cells) -> list[int]:
@@ -190,14 +250,18 @@ def build_deck(session: Session, macros: dict) -> str:
     stop = found[0].start if found else len(cells)
     section, notes, last, cards = "", [], None, []
     tagged = set(slide_cells(cells))
+    subsection = ""
     for i, cell in enumerate(cells[:stop]):
         heading = next((line[3:] for line in cell.source.splitlines() if line.startswith("## ")), None)
         if cell.cell_type == "markdown" and heading is not None:
             if last is not None:
                 last[1].extend(notes)
-            section, notes, last = heading.strip(), [], None
+            section, notes, last, subsection = heading.strip(), [], None, ""
+        sub = [line[4:].strip() for line in cell.source.splitlines() if line.startswith("### ")]
+        if cell.cell_type == "markdown" and sub:
+            subsection = sub[-1]
         if i in tagged:
-            shown = title if section in FRONT_MATTER else section  # a figure of the opening: the chapter's title
+            shown = slide_title(cell, section, subsection) or title  # a figure of the opening: the chapter's title
             last = (f"<h3>{MD.renderInline(myst_to_markdown(shown))}</h3>{render_cell(cell)}", notes)
             cards.append(last)
             notes = []
@@ -214,6 +278,14 @@ def build_deck(session: Session, macros: dict) -> str:
         where = " <strong>(in class)</strong>" if ex.label in session.in_class else ""
         items.append(f"<li>{ex.grade} {MD.renderInline(myst_to_markdown(ex.title))}{where}</li>")
     slides.append(f"<section><h2>Exercises</h2><ul>{''.join(items)}</ul></section>")
+    for ex in found:  # the in-class exercise's statement, on a slide of its own, to work on in pairs
+        if ex.label in session.in_class:
+            statement = "\n\n".join(myst_to_markdown(cells[k].source) for k in range(ex.start + 1, ex.end)
+                                    if cells[k].cell_type == "markdown")
+            body = MD.render(statement)
+            math = ' class="has-math"' if "\\(" in body or "\\[" in body else ""
+            slides.append(f"<section{math}><h3>In class, in pairs: {ex.grade} "
+                          f"{MD.renderInline(myst_to_markdown(ex.title))}</h3>{body}</section>")
     # Without `noundefined`, a macro missing from _config.yml is an error (data-mjx-error) rather than red text.
     config = {"tex": {"macros": macros, "packages": {"[-]": ["noundefined"]},
                       "inlineMath": [["\\(", "\\)"]], "displayMath": [["\\[", "\\]"]]},
