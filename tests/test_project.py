@@ -146,3 +146,16 @@ def test_schematic_cells_carry_caption_label_and_alt_text(path):
                 f"{path.name}: schematic cell {i} has no mystnb.figure caption and fig- name")
             assert len(meta.get("image", {}).get("alt", "").split()) >= 10, f"{path.name}: cell {i}: no alt"
             assert "remove-input" in cell["metadata"].get("tags", []), f"{path.name}: cell {i}: code shown"
+
+
+def test_the_two_guides_agree_on_the_in_class_exercises():
+    # The instructor guide's chapter table marks one exercise per chapter "in class"; the exercise guide, which plans
+    # each exercise, must say that exercise is done in class too (the two had disagreed on chapter 3).
+    guide = (ROOT / "appendices" / "instructor_guide.md").read_text(encoding="utf-8")
+    exercises = (ROOT / "appendices" / "exercise_guide.md").read_text(encoding="utf-8")
+    in_class = re.findall(r"`(ch\d+-(?:ex|pp)-[\w-]+)` \([^)]*in class", guide)
+    assert len(in_class) >= 5, in_class
+    where = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(ch\d+-[\w-]+)` \|[^|]*\|[^|]*\| ([^|]*) \|", exercises,
+                                                          re.M)}
+    wrong = {label: where.get(label) for label in in_class if "in class" not in (where.get(label) or "")}
+    assert not wrong, f"in class in the instructor guide, not in the exercise guide: {wrong}"
