@@ -21,6 +21,7 @@ The eight are graded two at a time (grade.py's --jobs), each in a course folder 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import nbformat
@@ -204,8 +205,16 @@ def test_bad_submission_folders_are_named(tmp_path):
 def test_every_chapter_becomes_an_assignment(chapter):
     cells = source_notebook(chapter).cells
     graded = {c.metadata["nbgrader"]["grade_id"].rsplit("-check-", 1)[0]: c.metadata["nbgrader"]["points"]
-              for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
+              for c in cells if "-check-" in c.metadata.get("nbgrader", {}).get("grade_id", "")}
     assert graded == graded_exercises(chapter) and len(graded) >= 3, graded
+    book = find_exercises(nbformat.read(chapter, as_version=4).cells)
+    written = {c.metadata["nbgrader"]["grade_id"].rsplit("-written-", 1)[0] for c in cells
+               if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("solution")}
+    assert written == {e.label for e in book if not e.checks}, "an exercise answered in prose has no written answer"
+    prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+    assert not re.search(r"\{(?:exercise-start|exercise-end|term|footcite[:a-z]*|doc|numref)\}", prose), \
+        "MyST that Jupyter shows raw is left in the assignment"
+    assert prose.count("\n### ★") + prose.startswith("### ★") == len(book), "an exercise lost its heading"
     code = "\n".join(c.source for c in cells if c.cell_type == "code")
     assert "_solution" not in code and "Solution(" not in code, "a solution's name was not turned into the learner's"
     unmarked = [c.source[:60] for c in cells if c.cell_type == "code" and "nbgrader" not in c.metadata]

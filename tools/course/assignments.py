@@ -18,8 +18,10 @@ runs `nbgrader generate_assignment`, which records the graded cells in the cours
   before grading, so a submission cannot change a check or the code it relies on;
 - exercises listed in tools/course/hidden_tests.py get hidden tests in their check (other sizes and inputs), which
   the release does not show and the grader runs;
-- the solutions are removed as in the student edition (tools/book/student_edition.py); pencil-and-paper exercises
-  without a check (chapters 8-13) are not autograded.
+- the solutions are removed as in the student edition (tools/book/student_edition.py); an exercise without a check
+  (answered in prose) gets a "manually graded answer" cell worth its stars, graded by hand in nbgrader's formgrader;
+- what Jupyter would show raw becomes plain Markdown (for_learners): each exercise opens with a heading of its stars
+  and title, the book's roles ({term}, {footcite}, ...) become text, so the feedback notebooks read cleanly.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools.book.exercises import find_exercises
+from tools.book.exercises import find_exercises, is_marker
+from tools.book.myst import myst_to_markdown
 from tools.book.notebooks import ROOT, notebooks
 from tools.book.student_edition import student_cells
 from tools.course.hidden_tests import HIDDEN_TESTS
@@ -48,6 +51,7 @@ c = get_config()
 c.CourseDirectory.root = {root!r}
 c.ClearSolutions.code_stub = {{"python": ""}}  # learners keep the book's stub, not nbgrader's generic one
 c.ClearSolutions.enforce_metadata = True
+c.ClearSolutions.text_stub = {written!r}  # what a learner finds in a written answer's cell
 c.Execute.timeout = {timeout}  # seconds per cell; a cell that runs longer is interrupted and its exercise scores 0
 c.Execute.iopub_timeout = 60  # seconds for a finished cell's last output (nbgrader's 4 s failed notebooks under load)
 """
@@ -105,14 +109,45 @@ def source_notebook(chapter: Path) -> nbformat.NotebookNode:
     for k, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and k not in graded:
             _nbgrader(cell, f"{assignment_name(chapter)}-cell-{k:03d}", locked=True)
-    nb.cells = student_cells(nb.cells)
+    nb.cells = for_learners(student_cells(nb.cells))
     return nb
+
+
+WRITTEN = ("Write your answer here: the working or the explanation the exercise asks for (graded by hand, with "
+           "its rubric).")
+
+
+def for_learners(cells: list) -> list:
+    """The cells as Jupyter shows them outside the website, and a written answer for every exercise without a check:
+    each exercise opens with a heading of its stars and title (not the sphinx-exercise fence, which Jupyter and the
+    feedback notebook would show raw), its closing fence goes, the book's MyST roles become plain text, and an
+    exercise that no check grades (answered in prose) gets a "manually graded answer" cell worth its stars."""
+    found = {e.start: e for e in find_exercises(cells)}
+    ends = {e.end: e for e in found.values() if not e.checks}
+    out = []
+    for k, cell in enumerate(cells):
+        if k in found:
+            e = found[k]
+            cell.source = f"### {e.grade} {myst_to_markdown(e.title)}"
+        elif k in ends:  # the end of an exercise answered in prose: its answer cell takes the fence's place
+            e = ends[k]
+            cell = nbformat.v4.new_markdown_cell(WRITTEN)
+            cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"{e.label}-written-0", "locked": False,
+                                         "points": points(e.grade), "schema_version": SCHEMA_VERSION,
+                                         "solution": True, "task": False}
+        elif is_marker(cell, "exercise-end"):
+            continue
+        elif cell.cell_type == "markdown":
+            cell.source = myst_to_markdown(cell.source)
+        out.append(cell)
+    return out
 
 
 def write_course(course: Path, chapters: list[Path], timeout: int = 180) -> list[str]:
     """Write the course folder's source versions and config, generate the releases; return the assignment names."""
     course.mkdir(parents=True, exist_ok=True)
-    (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course), timeout=timeout),
+    (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course), timeout=timeout,
+                                                                      written=WRITTEN),
                                                encoding="utf-8")
     names = []
     for chapter in chapters:

@@ -196,7 +196,10 @@ def read_result(course: Path, chapter: Path, learner: str) -> Result:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         notebook = gradebook.find_submission_notebook(chapter.stem, name, learner)
         for g in notebook.grades:
-            label = CHECK_ID.match(g.name).group("label")
+            match = CHECK_ID.match(g.name)
+            if match is None:  # a written answer (`<label>-written-0`), graded by hand in nbgrader's formgrader
+                continue
+            label = match.group("label")
             result.scores[label] = result.scores.get(label, 0.0) + (g.score or 0.0)
     graded = nbformat.read(course / "autograded" / learner / name / chapter.name, as_version=4)
     for cell in graded.cells:

@@ -32,6 +32,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from tools import ROOT
 from tools.book import exercises
+from tools.book.myst import myst_to_markdown
 from tools.course import vendor
 
 GUIDE = ROOT / "appendices" / "instructor_guide.md"
@@ -103,19 +104,6 @@ def read_plan(guide: Path = GUIDE, plan: str = "thirteen") -> list[Session]:
         objectives, in_class = chapters.get(number, ([], set()))
         sessions.append(Session(int(row[0]), chapter, row[1], int(row[-1]), objectives, in_class))
     return sessions
-
-
-def myst_to_markdown(text: str) -> str:
-    """Turn the MyST a browser would show raw into plain Markdown: roles into their text, labels and fences away."""
-    text = re.sub(r"\{(?:term|doc|ref)\}`([^`<]*?)\s*<[^`>]*>`", r"\1", text)
-    text = re.sub(r"\{(?:term|ref)\}`([^`]*)`", r"\1", text)
-    text = re.sub(r"\{doc\}`[^`]*`", "", text)
-    text = re.sub(r"\{numref\}`[^`]*`", "the figure", text)
-    text = re.sub(r"\{eq\}`[^`]*`", "the equation", text)
-    text = re.sub(r"\s*\{footcite(?::[pt])?\}`[^`]*`", "", text)
-    text = re.sub(r"(?m)^\([\w:-]+\)=\s*$", "", text)
-    text = re.sub(r"(?m)^(:::+|```+)\{[^}]*\}.*$|^:::+\s*$|^:[a-z-]+:.*$", "", text)
-    return text
 
 
 def _math(content: str, info: dict) -> str:
