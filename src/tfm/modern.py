@@ -2,7 +2,7 @@
 positions applied to queries and keys inside attention, grouped-query attention, no biases, pre-norm with a final norm.
 
 Submodule names follow Hugging Face's ``LlamaForCausalLM`` (``q_proj``, ``gate_proj``, ``input_layernorm``, ...), so
-that weights map one to one (:func:`tfm.interop.modern_lm_from_llama`). Chapter 15 builds each piece by hand first.
+that weights map one to one (:func:`from_llama`). Chapter 15 builds each piece by hand first.
 """
 
 from __future__ import annotations
