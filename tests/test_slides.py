@@ -75,13 +75,13 @@ def test_prose_words_ignore_math_and_myst():
 
 def test_a_plan_change_shows_in_the_decks(tmp_path):
     plan = slides.read_plan()
-    n_chapters = len(list((ROOT / "chapters").glob("*.ipynb")))
-    assert [s.number for s in plan] == list(range(1, n_chapters + 1))
+    numbers = sorted(int(p.name[:2]) for p in (ROOT / "chapters").glob("*.ipynb"))  # one session per chapter
+    assert [s.number for s in plan] == numbers
     assert all(s.objectives and s.minutes > 0 for s in plan)
     text = slides.GUIDE.read_text(encoding="utf-8")
     shorter = tmp_path / "guide.md"
     shorter.write_text(re.sub(r"(?m)^\| (?:2|5|9) \| .*\n", "", text), encoding="utf-8")
-    assert [s.number for s in slides.read_plan(shorter)] == [1, 3, 4, 6, 7, 8] + list(range(10, n_chapters + 1))
+    assert [s.number for s in slides.read_plan(shorter)] == [n for n in numbers if n not in (2, 5, 9)]
     six = slides.read_plan(plan="six")
     assert [s.number for s in six] == list(range(1, 7)), "the six-session decks are numbered 1 to 6"
     assert [s.chapter.name[:2] for s in six] == ["01", "02", "03", "04", "06", "07"]

@@ -5,12 +5,13 @@ Layered so that each chapter can read its module without the ones above it:
 - floor 0: :mod:`tfm.device`, :mod:`tfm.masks`, :mod:`tfm.positional`, :mod:`tfm.embedding`
 - floor 1: :mod:`tfm.attention`, :mod:`tfm.multihead`
 - floor 2: :mod:`tfm.layers`
-- floor 3: :mod:`tfm.model`, :mod:`tfm.vision`
+- floor 3: :mod:`tfm.model`, :mod:`tfm.vision`, :mod:`tfm.modern` (today's decoder block, Llama-style)
 - floor 4: :mod:`tfm.decoding`, :mod:`tfm.training`, :mod:`tfm.interop`
-- apart: :mod:`tfm.data`, :mod:`tfm.languages`, :mod:`tfm.corpus`, :mod:`tfm.bpe`, :mod:`tfm.viz`, :mod:`tfm.check`
+- apart: :mod:`tfm.data`, :mod:`tfm.languages`, :mod:`tfm.corpus`, :mod:`tfm.bpe`, :mod:`tfm.ngram`,
+  :mod:`tfm.incontext`, :mod:`tfm.lm`, :mod:`tfm.viz`, :mod:`tfm.check`
 """
 
-from . import bpe, check, corpus, data, languages, viz
+from . import bpe, check, corpus, data, incontext, languages, lm, modern, ngram, viz
 from .attention import attention, fast_attention
 from .decoding import beam_search, generate, greedy_decode
 from .device import generator, get_device, seed_everything
@@ -40,5 +41,5 @@ __all__ = [
     "noam_rate",
     "noam_scheduler", "padding_mask", "padding_mask_from_ids", "seed_everything", "sinusoidal_table",
     "to_torch_attn_mask", "to_torch_key_padding_mask", "train", "VisionTransformer", "patchify", "check", "data", "viz",
-    "languages", "bpe", "corpus",
+    "languages", "bpe", "corpus", "modern", "ngram", "incontext", "lm",
 ]

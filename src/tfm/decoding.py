@@ -10,13 +10,9 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from .model import CausalLM, EncoderDecoder
-
-
-def _new_caches(n_layers: int) -> list[dict]:
-    return [{} for _ in range(n_layers)]
+from .model import EncoderDecoder
 
 
 def reorder_caches(caches: list, index: Tensor) -> None:
@@ -49,7 +45,7 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, max_len: int, bos_id: int,
     B = src.shape[0]
     out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
-    caches = _new_caches(len(model.decoder.layers)) if use_cache else None
+    caches = model.new_caches() if use_cache else None
     for step in range(max_len):
         if use_cache:
             logits, _ = model.decode(out[:, -1:], memory, src_keys, caches=caches, start=step)  # (B, 1, n_vocab)
@@ -92,7 +88,7 @@ def _beam_search_one(model, src, max_len, bos_id, eos_id, beam_size, alpha, use_
     src_keys = model.src_key_mask(src)  # (1, S)
     beams = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (k, t)
     scores = torch.zeros(1, device=src.device)  # (k,) summed log-probabilities
-    caches = _new_caches(len(model.decoder.layers)) if use_cache else None
+    caches = model.new_caches() if use_cache else None
     finished: list[tuple[float, Tensor]] = []
     for step in range(max_len):
         k = beams.shape[0]
@@ -137,9 +133,12 @@ def _beam_search_one(model, src, max_len, bos_id, eos_id, beam_size, alpha, use_
 
 
 @torch.no_grad()
-def generate(model: CausalLM, prompt: Tensor, n_new: int, temperature: float = 1.0, top_k: int | None = None,
+def generate(model: nn.Module, prompt: Tensor, n_new: int, temperature: float = 1.0, top_k: int | None = None,
              use_cache: bool = True, generator: torch.Generator | None = None) -> Tensor:
     """Continue ``prompt (B, T)`` by ``n_new`` tokens. ``temperature=0`` means greedy; ``top_k`` keeps the k likeliest.
+
+    ``model`` is a decoder-only language model with ``n_vocab``, ``max_len``, ``new_caches()`` and
+    ``model(ids, caches=..., start=...)`` (:class:`tfm.CausalLM`, :class:`tfm.modern.ModernLM`).
 
     Returns ``(B, T + n_new)``.
     """
@@ -151,7 +150,7 @@ def generate(model: CausalLM, prompt: Tensor, n_new: int, temperature: float = 1
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_k is not None and not 1 <= top_k <= model.n_vocab:
         raise ValueError(f"top_k must lie in [1, {model.n_vocab}], got {top_k}")
-    caches = _new_caches(len(model.decoder.layers)) if use_cache else None
+    caches = model.new_caches() if use_cache else None
     out = prompt
     logits = model(prompt, caches=caches)  # (B, T, n_vocab)
     for step in range(n_new):

@@ -121,6 +121,10 @@ class EncoderDecoder(nn.Module):
         if c.tie_output:
             self.generator.weight = self.tgt_embed.weight
 
+    def new_caches(self) -> list[dict]:
+        """One empty key/value cache per decoder layer, for incremental decoding."""
+        return [{} for _ in self.decoder.layers]
+
     def src_key_mask(self, src: Tensor) -> Tensor:
         """(B, S) True at real (non-padding) source tokens."""
         return src != self.config.pad_id
@@ -218,6 +222,10 @@ class CausalLM(nn.Module):
         _init_weights(self)
         if tie_output:
             self.generator.weight = self.embed.weight
+
+    def new_caches(self) -> list[dict]:
+        """One empty key/value cache per layer, for incremental decoding (:func:`tfm.generate`)."""
+        return [{} for _ in self.decoder.layers]
 
     def forward(self, ids: Tensor, caches: list | None = None, start: int = 0,
                 need_weights: bool = False) -> Tensor | tuple[Tensor, list]:

@@ -68,20 +68,37 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.dropout(x + self.embedding(positions))  # (B, T, d_model)
 
 
+def half_layout_permutation(d_head: int) -> Tensor:
+    """The feature order that turns the interleaved pairing into the rotate-half one: evens, then odds.
+
+    With ``perm = half_layout_permutation(d)``, ``rope_interleaved(x)[..., perm] == rope_half(x[..., perm])``: the two
+    layouts are one rotation of reordered features. A checkpoint written for one layout runs with the other once the
+    output rows of W_Q and W_K (each head's block) are reordered by ``perm``, as checkpoint converters do.
+    """
+    if d_head < 2 or d_head % 2:
+        raise ValueError(f"rotary embeddings need an even head width >= 2, got d_head={d_head}")
+    return torch.cat([torch.arange(0, d_head, 2), torch.arange(1, d_head, 2)])  # (d_head,)
+
+
 class RotaryEmbedding(nn.Module):
-    """Rotates each pair of features (2i, 2i+1) of a query or key by the angle pos · θ_i, θ_i = base^(-2i/d).
+    """Rotates pairs of features of a query or key by the angle pos · θ_i, θ_i = base^(-2i/d).
 
     Applied to queries and keys (not values) inside attention, it makes q·k depend on positions only through their
-    difference. Pairs are adjacent features, as in the RoFormer paper: x R_pos with R_pos block-diagonal, the block
-    [[cos, sin], [-sin, cos]] of angle pos · θ_i on features (2i, 2i+1). Hugging Face's LLaMA pairs feature i with
-    i + d/2 instead ("rotate half"): the same rotation of reordered features (tests/test_rope.py).
+    difference. ``layout="interleaved"`` pairs adjacent features (2i, 2i+1), as the RoFormer paper writes it: x R_pos
+    with R_pos block-diagonal, the block [[cos, sin], [-sin, cos]] of angle pos · θ_i on features (2i, 2i+1).
+    ``layout="half"`` pairs feature i with i + d/2 ("rotate half"), as Hugging Face's Llama does: the same rotation of
+    reordered features (:func:`half_layout_permutation`; tests/test_rope.py).
     """
 
-    def __init__(self, d_head: int, max_len: int = 512, base: float = 10000.0):
+    LAYOUTS = ("interleaved", "half")
+
+    def __init__(self, d_head: int, max_len: int = 512, base: float = 10000.0, layout: str = "interleaved"):
         super().__init__()
         if d_head < 2 or d_head % 2:
             raise ValueError(f"rotary embeddings need an even head width >= 2, got d_head={d_head}")
-        self.d_head, self.max_len = d_head, max_len
+        if layout not in self.LAYOUTS:
+            raise ValueError(f"layout must be one of {self.LAYOUTS}, got {layout!r}")
+        self.d_head, self.max_len, self.layout = d_head, max_len, layout
         theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d/2,)
         angles = torch.arange(max_len, dtype=torch.float64)[:, None] * theta  # (max_len, d/2)
         self.register_buffer("cos", angles.cos().float(), persistent=False)
@@ -94,6 +111,9 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"x has width {x.shape[-1]} but the rotary embedding was built for d_head={self.d_head}")
         cos = self.cos[start : start + T].to(x.dtype)  # (T, d/2)
         sin = self.sin[start : start + T].to(x.dtype)
+        if self.layout == "half":
+            first, second = x.chunk(2, dim=-1)  # (..., T, d/2) each: feature i pairs with i + d/2
+            return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)  # (..., T, d_head)
         even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each
         rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., T, d/2, 2)
         return rotated.flatten(-2)  # (..., T, d_head)

@@ -1,0 +1,52 @@
+"""tfm.lm: the corpus split and streams, windows that predict the next id, a held-out loss equal to the per-token
+cross-entropy, and a short training run that lowers it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tfm
+from tfm.lm import consecutive_windows, corpus_lm, held_out_loss, random_windows, split_paragraphs, train_lm
+
+
+def test_split_keeps_held_out_text_out_of_training():
+    train, held_out = split_paragraphs()
+    assert not set(train) & set(held_out) and len(held_out) == 139  # chapter 12's 139 held-out paragraphs
+
+
+def test_streams_are_the_paragraphs_joined_by_sep():
+    data = corpus_lm(100)
+    sep = data.tokenizer.id_of("[SEP]")
+    assert data.n_vocab == len(data.tokenizer)
+    assert len(data.train) == sum(len(p) + 1 for p in data.train_paragraphs)
+    assert data.train[: len(data.train_paragraphs[0]) + 1].tolist() == [*data.train_paragraphs[0], sep]
+    assert (data.held_out == sep).sum() == len(data.held_out_paragraphs)
+    assert data.tokenizer.decode(data.held_out_paragraphs[0]).split()[:3] == split_paragraphs()[1][0].split()[:3]
+
+
+def test_windows_predict_the_next_id():
+    stream = torch.arange(100)
+    x, y = random_windows(stream, 10, 4, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (4, 10) and torch.equal(y, x + 1)
+    x, y = consecutive_windows(stream, 10)
+    assert x.shape == (9, 10) and torch.equal(x.flatten(), torch.arange(90)) and torch.equal(y, x + 1)
+    with pytest.raises(ValueError, match="longer than length"):
+        random_windows(torch.arange(5), 10, 2)
+
+
+def test_held_out_loss_is_the_mean_per_token_cross_entropy_and_training_lowers_it():
+    data = corpus_lm(100)
+    torch.manual_seed(0)
+    model = tfm.CausalLM(data.n_vocab, d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0, max_len=32)
+    mean, by_position = held_out_loss(model, data.held_out, 32)
+    x, y = consecutive_windows(data.held_out, 32)
+    with torch.no_grad():
+        expected = F.cross_entropy(model(x).transpose(1, 2), y, reduction="none")  # (n, T)
+    assert mean == pytest.approx(expected.mean().item(), abs=1e-5)
+    assert torch.allclose(by_position, expected.mean(0), atol=1e-5)
+    history = train_lm(model, data, steps=60, length=32, batch=8, generator=torch.Generator().manual_seed(0),
+                       eval_every=30)
+    assert history["eval_step"] == [0, 30, 60]
+    assert history["eval_loss"][-1] < history["eval_loss"][0] - 0.5  # from about log(n_vocab) downwards
