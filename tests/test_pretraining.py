@@ -3,7 +3,9 @@ encoder to a classifier, and MiniLM's top layers fine-tuned on frozen bottom sta
 
 from __future__ import annotations
 
+import math
 import os
+from collections import Counter
 
 import pytest
 import torch
@@ -14,12 +16,18 @@ from tfm.interop import bert_from_hf, minilm_path
 from tfm.model import mean_pool
 from tfm.pretraining import (
     IGNORE,
+    KINDS,
+    CountBaselines,
+    LocalEncoder,
     MaskedLM,
     TopLayersClassifier,
     accuracy,
     classifier_from,
     fine_tune,
+    local_mask,
+    losses_by_kind,
     mask_tokens,
+    position_kinds,
     pretrain_mlm,
     windows,
 )
@@ -169,9 +177,118 @@ def test_top_layers_on_frozen_bottom_states_reproduce_the_whole_model(minilm):
     with torch.no_grad():
         hidden, _ = bert(ids, mask)
         expected = mean_pool(hidden[-1], mask.bool())
-        assert (clf(clf.bottom(ids, mask), mask) - expected).abs().max().item() < 1e-5
+        states = clf.bottom(ids, mask, batch_size=1)  # one sentence a batch, each cut to its own length
+        assert (states - hidden[-3] * mask[..., None]).abs().max().item() < 1e-5, "zero at the padding"
+        assert (clf(states, mask) - expected).abs().max().item() < 1e-5
+        assert (clf.pooled(states, mask) - expected).abs().max().item() < 1e-5
+        wider = torch.cat([states, torch.zeros(2, 3, states.shape[-1])], 1)  # (2, T + 3, d): more padding
+        assert (clf(wider, F.pad(mask, (0, 3))) - expected).abs().max().item() < 1e-5
     assert all(p.requires_grad for p in clf.top.parameters()), "the copied top layers train"
     assert all(p.requires_grad for p in first.top.parameters())
     assert not any(p.requires_grad for p in bert.parameters()), "the pretrained model stays frozen"
     with pytest.raises(ValueError, match="n_top must lie in 1..6"):
         TopLayersClassifier(bert, n_top=7, n_classes=2)
+
+
+def test_position_kinds_split_the_chosen_positions_and_losses_by_kind_average_them():
+    ids = torch.randint(FIRST, N_VOCAB, (300, 40), generator=torch.Generator().manual_seed(0))  # (B, T)
+    inputs, targets = mask_tokens(ids, MASK, FIRST, N_VOCAB, generator=torch.Generator().manual_seed(1))
+    kinds = position_kinds(ids, inputs, targets, MASK)
+    assert list(kinds) == list(KINDS)
+    together = kinds["[MASK]"].int() + kinds["random"].int() + kinds["kept"].int()
+    assert torch.equal(together, (targets != IGNORE).int()), "every chosen position has exactly one kind"
+    assert torch.equal(inputs[kinds["kept"]], ids[kinds["kept"]])
+    assert not (inputs[kinds["random"]] == ids[kinds["random"]]).any()
+    torch.manual_seed(0)
+    mlm = MaskedLM(N_VOCAB, **SIZES | {"max_len": 40}).eval()
+    by_kind = losses_by_kind(mlm, ids[:20], inputs[:20], targets[:20], MASK)
+    with torch.no_grad():
+        full = F.cross_entropy(mlm(inputs[:20]).transpose(1, 2), targets[:20], reduction="none")  # (B, T), 0 if IGNORE
+        assert abs(by_kind["all"] - mlm.loss(inputs[:20], targets[:20]).item()) < 1e-5
+    for kind in KINDS:
+        assert abs(by_kind[kind] - full[kinds[kind][:20]].mean().item()) < 1e-5
+    with pytest.raises(ValueError, match="one shape"):
+        position_kinds(ids, inputs[:, :3], targets, MASK)
+
+
+def test_count_baselines_match_counts_done_by_hand():
+    # a tiny language: special ids 0..4, ordinary 5..9; "[CLS] 5 6 7 5 6" and "[CLS] 6 7 8"
+    sequences = [[2, 5, 6, 7, 5, 6], [2, 6, 7, 8]]
+    n_vocab, first = 10, 5
+    base = CountBaselines(sequences, n_vocab, first, copy=0.5, strength=1.0)
+    counts = {5: 2, 6: 3, 7: 2, 8: 1, 9: 0}
+    total = sum(c + 1 for c in counts.values())
+    unigram = {t: (c + 1) / total for t, c in counts.items()}
+    assert all(abs(base.unigram_probs[t].item() - p) < 1e-12 for t, p in unigram.items())
+    assert base.unigram_probs[:first].sum().item() == 0.0
+    pair = Counter([(5, 6), (6, 7), (7, 5), (5, 6), (6, 7), (7, 8)])
+    seen = Counter(a for a, _ in pair.elements())
+
+    def p_next(a, b):  # p(b | a), interpolated with the unigram (k = 1)
+        return (pair[(a, b)] + unigram[b]) / (seen[a] + 1)
+
+    # one row: [CLS] 5 [MASK] 7 6 and a random token (9) where 5 stood; targets: 6 at position 2, 5 at position 1,
+    # 6 at position 4 (kept)
+    inputs = torch.tensor([[2, 9, MASK, 7, 6]])
+    targets = torch.tensor([[IGNORE, 5, 6, IGNORE, 6]])
+    losses = base.losses(inputs, targets, MASK)
+    # at the [MASK]: left neighbour 9, right neighbour 7
+    scores = {x: p_next(9, x) * p_next(x, 7) for x in counts}
+    expected = -math.log(scores[6] / sum(scores.values()))
+    assert abs(losses["bigram"][0, 2].item() - expected) < 1e-9
+    assert abs(losses["unigram"][0, 2].item() + math.log(unigram[6])) < 1e-12
+    assert abs(losses["no_context"][0, 2].item() + math.log(unigram[6])) < 1e-12
+    # at the random token 9 (target 5): the copy rule gives the visible 9 half the mass, the rest to the unigram
+    assert abs(losses["no_context"][0, 1].item() + math.log(0.5 * unigram[5])) < 1e-12
+    # [CLS] on the left is special: left out, the unigram stands in for p(x | l); right neighbour [MASK]: left out
+    scores = {x: unigram[x] for x in counts}
+    assert abs(losses["bigram"][0, 1].item() + math.log(0.5 * scores[5] / sum(scores.values()))) < 1e-9
+    # the kept 6 at the end: left neighbour 7, no right neighbour (the edge)
+    scores = {x: p_next(7, x) for x in counts}
+    assert abs(losses["bigram"][0, 4].item() + math.log(0.5 + 0.5 * scores[6] / sum(scores.values()))) < 1e-9
+    assert losses["bigram"][0, 0].item() == 0.0 and losses["bigram"][0, 3].item() == 0.0, "not chosen: no loss"
+    with pytest.raises(ValueError, match="copy"):
+        CountBaselines(sequences, n_vocab, first, copy=1.0)
+
+
+def test_local_attention_reaches_radius_positions_per_layer():
+    assert torch.equal(local_mask(4, 1), torch.tensor(
+        [[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]], dtype=torch.bool))
+    assert local_mask(3, 0).equal(torch.eye(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="radius"):
+        local_mask(4, -1)
+    with pytest.raises(ValueError, match="radius"):
+        MaskedLM(N_VOCAB, **SIZES | {"attention_radius": 1.5})
+    torch.manual_seed(0)
+    full = MaskedLM(N_VOCAB, **SIZES).eval()
+    torch.manual_seed(0)
+    mlm = MaskedLM(N_VOCAB, **SIZES | {"attention_radius": 1}).eval()  # 2 layers: each state sees 2 positions away
+    assert isinstance(mlm.encoder, LocalEncoder) and list(mlm.state_dict()) == list(full.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(mlm.state_dict().values(), full.state_dict().values(), strict=True))
+    ids = torch.randint(FIRST, N_VOCAB, (1, 12))
+    changed = ids.clone()
+    changed[0, 6] = FIRST if ids[0, 6] != FIRST else FIRST + 1
+    with torch.no_grad():
+        moved = (mlm.encode(ids) - mlm.encode(changed)).abs().amax(-1)[0]  # (T,)
+        assert moved[4:9].min() > 0 and moved[:4].max() == 0 and moved[9:].max() == 0
+        # the same as full attention under a banded mask, whatever the padding
+        ids[0, 10:] = 0
+        banded = tfm.combine_masks(ids != 0, local_mask(12, 1))  # (1, 1, 12, 12)
+        expected, _ = full.encoder(full.positions(full.embed(ids)), banded)
+        assert torch.allclose(mlm.encode(ids), expected, atol=1e-6)
+    clf = classifier_from(mlm, n_classes=2, pooling="mean")
+    assert isinstance(clf.encoder, LocalEncoder) and clf.encoder.radius == 1, "it attends as the MLM did"
+    with torch.no_grad():
+        assert torch.allclose(clf(ids), clf.head(mean_pool(mlm.encode(ids), ids != 0)), atol=1e-6)
+    scratch = classifier_from(None, n_classes=2, pooling="mean", n_vocab=N_VOCAB, **SIZES | {"attention_radius": 1})
+    assert isinstance(scratch.encoder, LocalEncoder)
+
+
+def test_pretraining_records_the_held_out_loss_by_kind():
+    motif = [[2] + [FIRST + (i + j) % 3 for j in range(10)] for i in range(3)]
+    tfm.seed_everything(0)
+    mlm = MaskedLM(N_VOCAB, **SIZES)
+    history = pretrain_mlm(mlm, motif * 5, steps=4, mask_id=MASK, first_normal_id=FIRST, batch_size=4,
+                           held_out=motif * 4, eval_every=2)
+    assert list(history["eval_by_kind"]) == list(KINDS)
+    assert all(len(v) == len(history["eval_step"]) == 3 for v in history["eval_by_kind"].values())

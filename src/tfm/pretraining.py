@@ -7,6 +7,7 @@ token and leave 10% unchanged; the model predicts the original token at every ch
 from __future__ import annotations
 
 import copy
+import math
 
 import torch
 import torch.nn.functional as F
@@ -50,22 +51,140 @@ def mask_tokens(ids: Tensor, mask_id: int, first_normal_id: int, n_vocab: int, r
     return inputs, targets
 
 
+KINDS = ("[MASK]", "random", "kept")  # what the model reads at a chosen position
+
+
+def position_kinds(ids: Tensor, inputs: Tensor, targets: Tensor, mask_id: int) -> dict[str, Tensor]:
+    """The chosen positions (``targets != IGNORE``) by what the model reads there, each ``(B, T)`` boolean: ``[MASK]``,
+    another ordinary token (``random``) or the original (``kept``, a random draw of the original token included)."""
+    if not ids.shape == inputs.shape == targets.shape:
+        raise ValueError(f"ids, inputs and targets must have one shape, got "
+                         f"{[tuple(t.shape) for t in (ids, inputs, targets)]}")
+    chosen = targets != IGNORE  # (B, T)
+    masked = chosen & (inputs == mask_id)
+    return {"[MASK]": masked, "random": chosen & ~masked & (inputs != ids), "kept": chosen & (inputs == ids)}
+
+
+def mean_by_kind(losses: Tensor, kinds: dict[str, Tensor]) -> dict[str, float]:
+    """The mean of per-position ``losses (B, T)`` over each kind of :func:`position_kinds`, and over all of them
+    (``"all"``: the masked-LM loss)."""
+    every = torch.stack(list(kinds.values())).any(0)  # (B, T): every chosen position
+    return {kind: losses[where].mean().item() for kind, where in kinds.items()} | {"all": losses[every].mean().item()}
+
+
+@torch.no_grad()
+def losses_by_kind(model: MaskedLM, ids: Tensor, inputs: Tensor, targets: Tensor, mask_id: int) -> dict[str, float]:
+    """The cross-entropy of ``model`` at the chosen positions, averaged over each kind of :func:`position_kinds`
+    and over all (``"all"`` equals ``model.loss(inputs, targets)``). ``ids`` are the sequences before masking."""
+    kinds = position_kinds(ids, inputs, targets, mask_id)
+    chosen = targets != IGNORE  # (B, T)
+    losses = torch.zeros(targets.shape, device=targets.device)  # (B, T), zero where not chosen
+    losses[chosen] = F.cross_entropy(model.predict(model.encode(inputs)[chosen]), targets[chosen], reduction="none")
+    return mean_by_kind(losses, kinds)
+
+
+class CountBaselines:
+    """Count models of the hidden token, fitted on ``sequences`` (ids below ``first_normal_id`` are special: never
+    predicted, never a neighbour). ``unigram``: add-one frequencies u. ``no_context``: at ``[MASK]`` u; at a visible
+    token, that token with probability ``copy`` (half of the chosen positions that show one show their own), else u.
+    ``bigram``: at ``[MASK]``, p(x | l, r) ∝ p(x | l) p(r | x) from the visible ordinary neighbours, with
+    p(b | a) = (c(a b) + k u(b)) / (c(a) + k), k = ``strength``; at a visible token, mixed with the copy rule."""
+
+    def __init__(self, sequences: list[list[int]], n_vocab: int, first_normal_id: int, copy: float = 0.5,
+                 strength: float = 1.0):
+        if not sequences:
+            raise ValueError("no sequences to count")
+        if not 0.0 <= copy < 1.0 or strength <= 0:
+            raise ValueError(f"need 0 <= copy < 1 and strength > 0, got copy={copy}, strength={strength}")
+        self.n_vocab, self.first, self.copy = n_vocab, first_normal_id, copy
+        unigram = torch.zeros(n_vocab, dtype=torch.float64)  # (n_vocab,)
+        pairs = torch.zeros(n_vocab, n_vocab, dtype=torch.float64)  # (n_vocab, n_vocab): c(a b)
+        for seq in sequences:
+            t = torch.tensor(seq)
+            unigram += torch.bincount(t[t >= first_normal_id], minlength=n_vocab).double()
+            both = (t[:-1] >= first_normal_id) & (t[1:] >= first_normal_id)
+            pairs.index_put_((t[:-1][both], t[1:][both]), torch.ones(int(both.sum())).double(), accumulate=True)
+        unigram[first_normal_id:] += 1.0  # add-one
+        self.unigram_probs = unigram / unigram.sum()  # (n_vocab,), zero at the special tokens
+        self.next_probs = (pairs + strength * self.unigram_probs) / (pairs.sum(1, keepdim=True) + strength)  # (V, V)
+
+    def _visible(self, probs: Tensor, inputs: Tensor, mask_id: int) -> Tensor:  # the copy rule at visible tokens
+        copied = F.one_hot(inputs.clamp(min=0), self.n_vocab).double()  # (N, n_vocab)
+        visible = (inputs != mask_id).unsqueeze(-1)  # (N, 1)
+        return torch.where(visible, self.copy * copied + (1 - self.copy) * probs, probs)
+
+    def log_probs(self, inputs: Tensor, chosen: Tensor, mask_id: int) -> dict[str, Tensor]:
+        """Each model's log-probabilities ``(N, n_vocab)`` at the ``N`` positions where ``chosen (B, T)`` is True."""
+        if inputs.shape != chosen.shape or inputs.dim() != 2:
+            raise ValueError(f"inputs {tuple(inputs.shape)} and chosen {tuple(chosen.shape)} must be one (B, T) shape")
+        inputs, chosen = inputs.cpu(), chosen.cpu()
+        rows, cols = chosen.nonzero(as_tuple=True)  # (N,), (N,)
+        here = inputs[rows, cols]  # (N,)
+        padded = F.pad(inputs, (1, 1), value=mask_id)  # (B, T + 2): an edge reads like [MASK]
+        left, right = padded[rows, cols], padded[rows, cols + 2]  # (N,), (N,)
+        unigram = self.unigram_probs.expand(len(here), -1)  # (N, n_vocab)
+        log_bigram = torch.where((left >= self.first).unsqueeze(-1), self.next_probs[left].log(), unigram.log())
+        log_bigram = log_bigram + torch.where((right >= self.first).unsqueeze(-1), self.next_probs[:, right].T.log(),
+                                              torch.zeros_like(unigram))  # (N, n_vocab)
+        log_bigram[:, : self.first] = -math.inf
+        bigram = log_bigram.softmax(-1)  # (N, n_vocab)
+        return {"unigram": unigram.log(), "no_context": self._visible(unigram, here, mask_id).log(),
+                "bigram": self._visible(bigram, here, mask_id).log()}
+
+    def losses(self, inputs: Tensor, targets: Tensor, mask_id: int) -> dict[str, Tensor]:
+        """Each model's cross-entropy at the chosen positions, ``(B, T)`` (zero elsewhere), for :func:`mean_by_kind`."""
+        chosen = targets.cpu() != IGNORE  # (B, T)
+        result = {}
+        for name, log_probs in self.log_probs(inputs, chosen, mask_id).items():
+            losses = torch.zeros(chosen.shape, dtype=torch.float64)  # (B, T)
+            losses[chosen] = -log_probs.gather(1, targets.cpu()[chosen].unsqueeze(-1)).squeeze(-1)
+            result[name] = losses
+        return result
+
+
+def local_mask(n_positions: int, radius: int, device: torch.device | str | None = None) -> Tensor:
+    """Local mask ``(T, T)``: position ``i`` may attend to ``j`` when ``|i - j| <= radius``, a two-sided sliding
+    window (the local attention of Longformer, Beltagy et al., 2020); ``n`` such layers reach ``n * radius`` away."""
+    if isinstance(radius, bool) or not isinstance(radius, int) or radius < 0:
+        raise ValueError(f"radius must be an int >= 0 (positions seen on either side), got {radius!r}")
+    i = torch.arange(n_positions, device=device)  # (T,)
+    return (i[:, None] - i[None, :]).abs() <= radius  # (T, T)
+
+
+class LocalEncoder(Encoder):
+    """The layers of ``encoder`` (shared, not copied; the same parameter names) with local self-attention: whatever
+    mask it is given, each position attends only to the positions at most ``radius`` away (:func:`local_mask`)."""
+
+    def __init__(self, encoder: Encoder, radius: int):
+        nn.Module.__init__(self)
+        local_mask(1, radius)  # a bad radius fails here, not at the first forward pass
+        self.layers, self.norm, self.radius = encoder.layers, encoder.norm, radius
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False,
+                caches: list | None = None) -> tuple[Tensor, list[Tensor | None]]:
+        local = local_mask(x.shape[1], self.radius, x.device)  # (T, T)
+        return super().forward(x, local if mask is None else mask & local, need_weights, caches)  # (B, 1, T, T)
+
+
 class MaskedLM(nn.Module):
     """An encoder with BERT's masked-language-model head: a dense layer, GELU and LayerNorm, then an output layer
     tied to the token embedding. Its ``embed``, ``positions`` and ``encoder`` have the names and shapes of an
-    :class:`tfm.EncoderClassifier` of the same sizes, so :func:`classifier_from` can hand them on."""
+    :class:`tfm.EncoderClassifier` of the same sizes, so :func:`classifier_from` can hand them on. With
+    ``attention_radius``, its encoder is a :class:`LocalEncoder`."""
 
     def __init__(self, n_vocab: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 2, d_ff: int = 128,
                  dropout: float = 0.1, max_len: int = 128, pad_id: int = 0, positional: str = "learned",
-                 activation: str = "gelu", norm_first: bool = False):
+                 activation: str = "gelu", norm_first: bool = False, attention_radius: int | None = None):
         super().__init__()
         self.sizes = dict(n_vocab=n_vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
                           dropout=dropout, max_len=max_len, pad_id=pad_id, positional=positional,
-                          activation=activation, norm_first=norm_first)
+                          activation=activation, norm_first=norm_first, attention_radius=attention_radius)
         self.pad_id = pad_id
         self.embed = TokenEmbedding(n_vocab, d_model, padding_idx=pad_id)
         self.positions = POSITIONAL[positional](d_model, max_len, dropout)
         self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, activation, norm_first)
+        if attention_radius is not None:
+            self.encoder = LocalEncoder(self.encoder, attention_radius)
         self.transform = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.LayerNorm(d_model))
         self.bias = nn.Parameter(torch.zeros(n_vocab))
         _init_weights(self)
@@ -97,12 +216,17 @@ class MaskedLM(nn.Module):
 
 def classifier_from(mlm: MaskedLM | None, n_classes: int, pooling: str = "cls", **sizes) -> EncoderClassifier:
     """An :class:`tfm.EncoderClassifier` whose embedding, positions and encoder are copies of ``mlm``'s (a new,
-    randomly initialised head on top). With ``mlm=None`` the same classifier is built from scratch with ``sizes``."""
+    randomly initialised head on top), attending as ``mlm``'s does (a :class:`LocalEncoder` with
+    ``attention_radius``). With ``mlm=None`` the same classifier is built from scratch with ``sizes``."""
     if mlm is not None:
         if sizes:
             raise ValueError(f"sizes come from the pretrained model; do not pass {sorted(sizes)}")
         sizes = mlm.sizes
+    sizes = dict(sizes)
+    radius = sizes.pop("attention_radius", None)
     classifier = EncoderClassifier(n_classes=n_classes, pooling=pooling, **sizes)
+    if radius is not None:
+        classifier.encoder = LocalEncoder(classifier.encoder, radius)
     if mlm is not None:
         body = {k: v for k, v in mlm.state_dict().items() if k.split(".")[0] in ("embed", "positions", "encoder")}
         missing, unexpected = classifier.load_state_dict(body, strict=False)
@@ -126,7 +250,9 @@ def pretrain_mlm(model: MaskedLM, sequences: list[list[int]], steps: int, mask_i
     """Masked-language-model training: batches of ``batch_size`` sequences drawn at random (``seed``), masked afresh
     by :func:`mask_tokens` at every step, AdamW (weight decay 0.01) with a linear warm-up over ``warmup`` steps and a
     linear decay to 0. With ``held_out`` sequences, their loss under one fixed masking is recorded every
-    ``eval_every`` steps. Returns :func:`tfm.train`'s history; the model ends in eval mode."""
+    ``eval_every`` steps: in ``history["eval_loss"]`` over all chosen positions, and in ``history["eval_by_kind"]``
+    (a dict: :data:`KINDS` -> list) separately at each kind of chosen position (:func:`losses_by_kind`). Returns
+    :func:`tfm.train`'s history; the model ends in eval mode."""
     if not sequences:
         raise ValueError("no sequences to pretrain on")
     pad_id, n_vocab = model.pad_id, model.sizes["n_vocab"]
@@ -141,17 +267,23 @@ def pretrain_mlm(model: MaskedLM, sequences: list[list[int]], steps: int, mask_i
         ids = pad([sequences[i] for i in rows], pad_id)  # (B, T)
         return tuple(t.to(device) for t in mask_tokens(ids, mask_id, first_normal_id, n_vocab, generator=draw))
 
-    evaluate = None
+    evaluate, by_kind = None, {kind: [] for kind in KINDS}
     if held_out:
-        fixed = mask_tokens(pad(held_out, pad_id), mask_id, first_normal_id, n_vocab,
-                            generator=generator(12345))
-        fixed = tuple(t.to(device) for t in fixed)
+        original = pad(held_out, pad_id)  # (N, T)
+        fixed = mask_tokens(original, mask_id, first_normal_id, n_vocab, generator=generator(12345))
+        fixed = tuple(t.to(device) for t in (original, *fixed))
 
         def evaluate(model: MaskedLM) -> float:
-            return model.loss(*fixed).item()
+            losses = losses_by_kind(model, *fixed, mask_id)
+            for kind in KINDS:
+                by_kind[kind].append(losses[kind])
+            return losses["all"]
 
-    return train(model, next_batch, lambda m, batch: m.loss(*batch), optimizer, steps, scheduler=scheduler,
-                 clip_norm=1.0, evaluate=evaluate, eval_every=eval_every)
+    history = train(model, next_batch, lambda m, batch: m.loss(*batch), optimizer, steps, scheduler=scheduler,
+                    clip_norm=1.0, evaluate=evaluate, eval_every=eval_every)
+    if held_out:
+        history["eval_by_kind"] = by_kind
+    return history
 
 
 def fine_tune(model: nn.Module, inputs: tuple[Tensor, ...], labels: Tensor, steps: int, lr: float = 5e-4,
@@ -202,19 +334,44 @@ class TopLayersClassifier(nn.Module):
         self.top.requires_grad_(True)  # the copies train even when ``bert`` was frozen by an earlier classifier
 
     @torch.no_grad()
-    def bottom(self, ids: Tensor, attention_mask: Tensor) -> Tensor:
-        """Token ids and Hugging Face's attention mask ``(B, T)`` -> frozen states ``(B, T, d_model)``."""
+    def bottom(self, ids: Tensor, attention_mask: Tensor, batch_size: int = 64) -> Tensor:
+        """Token ids and Hugging Face's attention mask ``(B, T)`` -> frozen states ``(B, T, d_model)``. The sentences
+        run in batches of similar length, each batch cut to its longest sentence, so that padding costs no compute;
+        the states come back in the sentences' order, zero at the padding."""
         self.bert.eval()
-        x = self.bert.embeddings(ids)  # (B, T, d_model)
-        mask = combine_masks(attention_mask.bool())  # (B, 1, 1, T)
-        for layer in self.bert.encoder.layers[: self.n_bottom]:
+        lengths = attention_mask.sum(1)  # (B,)
+        order = lengths.argsort(stable=True)  # (B,): shortest first
+        d_model = self.bert.embeddings.word.embedding_dim
+        states = torch.zeros(*ids.shape, d_model, device=ids.device)  # (B, T, d_model)
+        for start in range(0, len(order), batch_size):
+            rows = order[start: start + batch_size]
+            n = int(lengths[rows].max())
+            x = self.bert.embeddings(ids[rows, :n])  # (b, n, d_model)
+            mask = combine_masks(attention_mask[rows, :n].bool())  # (b, 1, 1, n)
+            for layer in self.bert.encoder.layers[: self.n_bottom]:
+                x, _ = layer(x, mask)
+            states[rows, :n] = x
+        return states
+
+    @staticmethod
+    def _run(layers: nn.ModuleList, states: Tensor, attention_mask: Tensor) -> Tensor:
+        """``layers`` on ``states (B, T, d_model)``, cut to the longest sentence of the batch -> the mean of the real
+        tokens' final states ``(B, d_model)``."""
+        n = int(attention_mask.sum(1).max())
+        keys = attention_mask[:, :n].bool()  # (B, n)
+        x, mask = states[:, :n], combine_masks(keys)
+        for layer in layers:
             x, _ = layer(x, mask)
-        return x
+        return mean_pool(x, keys)  # (B, d_model)
 
     def forward(self, states: Tensor, attention_mask: Tensor) -> Tensor:
         """States from :meth:`bottom` ``(B, T, d_model)`` -> logits ``(B, n_classes)``."""
-        keys = attention_mask.bool()  # (B, T)
-        x, mask = states, combine_masks(keys)
-        for layer in self.top:
-            x, _ = layer(x, mask)
-        return self.head(mean_pool(x, keys))  # (B, n_classes)
+        return self.head(self._run(self.top, states, attention_mask))  # (B, n_classes)
+
+    @torch.no_grad()
+    def pooled(self, states: Tensor, attention_mask: Tensor) -> Tensor:
+        """The pretrained model's own sentence embedding, from :meth:`bottom`'s states: its top layers (the frozen
+        originals, not the trainable copies) and the mean of the real tokens' final states -> ``(B, d_model)``, as
+        sentence-transformers pools MiniLM (before it scales each embedding to length 1)."""
+        self.bert.eval()
+        return self._run(self.bert.encoder.layers[self.n_bottom:], states, attention_mask)
