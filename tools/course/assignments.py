@@ -17,7 +17,7 @@ runs `nbgrader generate_assignment`, which records the graded cells in the cours
 - every other code cell is read-only (locked): nbgrader restores the instructor's version of locked and test cells
   before grading, so a submission cannot change a check or the code it relies on;
 - the solutions are removed as in the student edition (tools/book/student_edition.py); pencil-and-paper exercises
-  without a check (chapters 8-13) are not autograded.
+  without a check are not autograded.
 """
 
 from __future__ import annotations
