@@ -12,6 +12,7 @@ from tfm.lm import (
     consecutive_windows,
     corpus_lm,
     count_model_losses,
+    fit_power_law,
     held_out_loss,
     random_windows,
     repeated_span_windows,
@@ -102,3 +103,18 @@ def test_held_out_loss_is_the_mean_per_token_cross_entropy_and_training_lowers_i
                        eval_every=30)
     assert history["eval_step"] == [0, 30, 60]
     assert history["eval_loss"][-1] < history["eval_loss"][0] - 0.5  # from about log(n_vocab) downwards
+
+
+def test_fit_power_law_recovers_an_exact_law_and_matches_numpy():
+    import numpy as np
+
+    sizes = [1e3, 4e3, 2e4, 1e5]
+    alpha, a = fit_power_law(sizes, [3.0 * n ** -0.2 for n in sizes])
+    assert alpha == pytest.approx(0.2) and a == pytest.approx(3.0)
+    noisy = [5.1, 4.6, 4.5, 4.1]
+    slope, intercept = np.polyfit(np.log(sizes), np.log(noisy), 1)
+    assert fit_power_law(sizes, noisy) == pytest.approx((-slope, np.exp(intercept)))
+    with pytest.raises(ValueError, match="at least two points"):
+        fit_power_law([1e3], [4.0])
+    with pytest.raises(ValueError, match="positive"):
+        fit_power_law([1e3, 0.0], [4.0, 3.0])

@@ -184,3 +184,15 @@ def train_lm(model: nn.Module, data: CorpusLM, steps: int, length: int = 128, ba
     return train(model, next_batch, loss_step, optimizer, steps, scheduler=scheduler,
                  evaluate=lambda m: held_out_loss(m, data.held_out, length)[0], eval_every=eval_every,
                  time_limit=time_limit)
+
+
+def fit_power_law(sizes: list[float], losses: list[float]) -> tuple[float, float]:
+    """The power law ``L = a * N**(-alpha)`` closest to the points ``(N, L)`` in log-log space (least squares of
+    ``log L = log a - alpha log N``): returns ``(alpha, a)``."""
+    if len(sizes) != len(losses) or len(sizes) < 2 or min(*sizes, *losses) <= 0:
+        raise ValueError(f"need at least two points with positive sizes and losses, got {len(sizes)} sizes and "
+                         f"{len(losses)} losses")
+    x = torch.tensor(sizes, dtype=torch.float64).log()  # (n,)
+    y = torch.tensor(losses, dtype=torch.float64).log()  # (n,)
+    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+    return -slope.item(), math.exp((y.mean() - slope * x.mean()).item())
