@@ -25,7 +25,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install book test lint unit unit-on-site notebooks notebooks-student notebooks-perturbed build-check execute \
-	student assignments grade gradebook serve freeze clean bench time-test robustness figures slides pdf pdf-check
+	student assignments grade gradebook serve freeze clean bench time-test robustness scaling figures slides pdf pdf-check
 
 help:
 	@echo "make book     build the website into _build/html"
@@ -38,6 +38,7 @@ help:
 	@echo "make serve    preview the built site on http://localhost:8000"
 	@echo "make bench    tfm against torch.nn, and each chapter's execution time against its budget"
 	@echo "make robustness  every trained claim over 5 seeds x 3 numeric paths -> appendices/robustness.md (~1 h)"
+	@echo "make scaling  chapter 14 checkpoints and loss against model size (hours on a CPU) -> src/tfm/checkpoints/"
 	@echo "make figures  redraw the schematic SVG figures in src/tfm/schematics/ (tools/figures/)"
 	@echo "make slides   one reveal.js deck per course session, from the chapters' slide-tagged cells -> build/slides"
 	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
@@ -126,6 +127,9 @@ time-test: $(STAMP)
 
 robustness: $(STAMP)
 	$(BIN)/python -m tools.book.robustness
+
+scaling: $(STAMP)
+	$(BIN)/python -m tools.book.scaling
 
 figures: $(STAMP)
 	$(BIN)/python -m tools.figures

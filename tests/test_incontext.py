@@ -34,8 +34,11 @@ def test_loss_by_position_is_the_per_token_cross_entropy(model):
     assert torch.allclose(loss_by_position(model, ids), expected, atol=1e-6)
     losses = torch.tensor([3.0, 2.5, 2.0, 1.0])
     assert in_context_score(losses, early=1, late=3) == pytest.approx(-1.5)
+    assert in_context_score(losses, early=(0, 2), late=(2, 4)) == pytest.approx(1.5 - 2.75)  # means of ranges
     with pytest.raises(ValueError, match="early"):
         in_context_score(losses, early=3, late=1)
+    with pytest.raises(ValueError, match="early"):
+        in_context_score(losses, early=(0, 3), late=(2, 4))  # overlapping ranges
 
 
 def test_repeated_random_tokens_repeat_and_prefix_matching_reads_the_right_entry():

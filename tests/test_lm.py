@@ -8,7 +8,18 @@ import torch
 import torch.nn.functional as F
 
 import tfm
-from tfm.lm import consecutive_windows, corpus_lm, held_out_loss, random_windows, split_paragraphs, train_lm
+from tfm.lm import (
+    consecutive_windows,
+    corpus_lm,
+    count_model_losses,
+    fit_power_law,
+    held_out_loss,
+    random_windows,
+    repeated_span_windows,
+    split_paragraphs,
+    train_lm,
+)
+from tfm.ngram import KneserNey
 
 
 def test_split_keeps_held_out_text_out_of_training():
@@ -34,6 +45,48 @@ def test_windows_predict_the_next_id():
     assert x.shape == (9, 10) and torch.equal(x.flatten(), torch.arange(90)) and torch.equal(y, x + 1)
     with pytest.raises(ValueError, match="longer than length"):
         random_windows(torch.arange(5), 10, 2)
+    x, y = consecutive_windows(stream, 10, stride=4)  # overlapping: starts 0, 4, ..., 88
+    assert x.shape == (23, 10) and x[:, 0].tolist() == list(range(0, 89, 4)) and torch.equal(y, x + 1)
+    with pytest.raises(ValueError, match="stride must lie in"):
+        consecutive_windows(stream, 10, stride=11)
+
+
+def test_repeated_span_windows_repeat_a_span_at_varying_distances():
+    stream = torch.arange(10_000)  # every id differs, so a repeated id can only come from a copied span
+    x, y = repeated_span_windows(stream, 31, 500, share=1.0, generator=torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (500, 31) and torch.equal(x[:, 1:], y[:, :-1])
+    window = torch.cat([x, y[:, -1:]], dim=1)  # (500, 32)
+    distances = set()
+    for row in window.tolist():
+        copied = [t for t in range(32) if row[t] != row[0] + t]  # the overwritten positions: one run
+        s = len(copied)
+        b = copied[0]
+        a = row[b] - row[0]  # the copy starts with the id that stood at position a
+        assert 4 <= s <= 16 and copied == list(range(b, b + s)) and b >= a + s
+        assert row[b : b + s] == row[a : a + s]
+        distances.add(b - a)
+    assert len(distances) > 10  # the copy is not at a fixed distance
+    x, y = repeated_span_windows(stream, 31, 64, share=0.0, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(y, x + 1)  # plain windows of the stream
+    x, y = repeated_span_windows(stream, 31, 2000, share=0.3, generator=torch.Generator().manual_seed(0))
+    assert abs((y != x + 1).any(dim=1).float().mean().item() - 0.3) < 0.05
+    with pytest.raises(ValueError, match="share must lie in"):
+        repeated_span_windows(stream, 31, 4, share=1.5)
+
+
+def test_count_model_losses_score_each_window_from_its_own_ids():
+    data = corpus_lm(100)
+    stream = data.held_out[:700]
+    for order in (1, 2, 4):
+        model = KneserNey(order, data.n_vocab).fit([data.train[:5000].tolist()])
+        for stride in (None, 16):
+            losses = count_model_losses(model, stream, 32, stride)  # (n, T)
+            x, y = consecutive_windows(stream, 32, stride)
+            assert losses.shape == x.shape
+            for row in (0, 3, len(x) - 1):
+                window = [*x[row].tolist(), y[row, -1].item()]  # the window's ids and its last next id
+                expected = model.cross_entropy([window], score_from=1)
+                assert losses[row].mean().item() == pytest.approx(expected, rel=1e-9)
 
 
 def test_held_out_loss_is_the_mean_per_token_cross_entropy_and_training_lowers_it():
@@ -50,3 +103,18 @@ def test_held_out_loss_is_the_mean_per_token_cross_entropy_and_training_lowers_i
                        eval_every=30)
     assert history["eval_step"] == [0, 30, 60]
     assert history["eval_loss"][-1] < history["eval_loss"][0] - 0.5  # from about log(n_vocab) downwards
+
+
+def test_fit_power_law_recovers_an_exact_law_and_matches_numpy():
+    import numpy as np
+
+    sizes = [1e3, 4e3, 2e4, 1e5]
+    alpha, a = fit_power_law(sizes, [3.0 * n ** -0.2 for n in sizes])
+    assert alpha == pytest.approx(0.2) and a == pytest.approx(3.0)
+    noisy = [5.1, 4.6, 4.5, 4.1]
+    slope, intercept = np.polyfit(np.log(sizes), np.log(noisy), 1)
+    assert fit_power_law(sizes, noisy) == pytest.approx((-slope, np.exp(intercept)))
+    with pytest.raises(ValueError, match="at least two points"):
+        fit_power_law([1e3], [4.0])
+    with pytest.raises(ValueError, match="positive"):
+        fit_power_law([1e3, 0.0], [4.0, 3.0])

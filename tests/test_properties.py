@@ -259,3 +259,39 @@ def test_padding_in_a_batch_does_not_change_the_encoder_at_real_positions():
         memory, _ = model.encode(batch)  # (2, 7, d_model)
         alone, _ = model.encode(short)  # (1, 4, d_model)
     assert max_diff(memory[1, :4], alone[0]) <= 1e-5
+
+
+def test_top_p_filter_equals_hugging_face_and_keeps_the_smallest_nucleus():
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    from tfm.decoding import top_p_filter
+
+    generator = torch.Generator().manual_seed(0)
+    for p in (0.05, 0.5, 0.9, 0.99, 1.0):
+        logits = 2 * torch.randn(32, 50, generator=generator)  # (B, n_vocab)
+        ours, theirs = top_p_filter(logits, p), TopPLogitsWarper(p)(None, logits.clone())
+        assert torch.equal(ours.isfinite(), theirs.isfinite()) and torch.equal(ours[ours.isfinite()],
+                                                                                logits[ours.isfinite()])
+        probs = torch.softmax(logits, -1)  # (B, n_vocab)
+        kept = ours.isfinite()
+        assert (torch.where(kept, probs, 0).sum(-1) >= p - 1e-6).all()  # the nucleus carries at least p
+        smallest_kept = torch.where(kept, probs, 2).min(-1).values  # (B,): dropping it would leave less than p
+        assert (torch.where(kept, probs, 0).sum(-1) - smallest_kept < p).all()
+    z = torch.tensor([[1.0, -5.0, 3.0, 0.0, 2.0]])  # unsorted: the nucleus at 0.9 is tokens 2, 4 and 0
+    assert top_p_filter(z, 0.9).isfinite().tolist() == [[True, False, True, False, True]]
+    assert top_p_filter(z, 1e-3).isfinite().sum() == 1  # the likeliest token is always kept
+
+
+def test_generation_with_top_p_only_draws_from_the_nucleus_and_caches_alike():
+    lm = tfm.CausalLM(17, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=40, dropout=0.0).eval()
+    prompt = torch.randint(0, 17, (64, 4))
+    out = tfm.generate(lm, prompt, 1, temperature=1.0, top_p=0.5, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        nucleus = tfm.decoding.top_p_filter(lm(prompt)[:, -1], 0.5).isfinite()  # (64, 17)
+    assert nucleus.gather(1, out[:, -1:]).all()
+    a = tfm.generate(lm, prompt, 12, temperature=0.8, top_p=0.9, generator=torch.Generator().manual_seed(0))
+    b = tfm.generate(lm, prompt, 12, temperature=0.8, top_p=0.9, use_cache=False,
+                     generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, b)
+    assert torch.equal(tfm.generate(lm, prompt, 5, top_p=1e-9, generator=torch.Generator().manual_seed(1)),
+                       tfm.generate(lm, prompt, 5, temperature=0))  # a vanishing nucleus is greedy decoding

@@ -132,10 +132,24 @@ def _beam_search_one(model, src, max_len, bos_id, eos_id, beam_size, alpha, use_
     return max(finished, key=lambda pair: pair[0])[1]
 
 
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Nucleus (top-p) filtering (Holtzman et al., 2020): ``logits (..., n_vocab)`` with every token outside the
+    nucleus set to -inf. The nucleus is the smallest set of likeliest tokens whose probabilities sum to at least ``p``:
+    a token is dropped when the tokens ranked above it already carry ``p``, so the likeliest token is always kept."""
+    if not 0 < p <= 1:
+        raise ValueError(f"top_p must lie in (0, 1], got {p}")
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., n_vocab)
+    sorted_probs = torch.softmax(sorted_logits, dim=-1)  # (..., n_vocab)
+    outside = sorted_probs.cumsum(dim=-1) - sorted_probs >= p  # (..., n_vocab): the tokens above carry p already
+    outside = outside.scatter(-1, order, outside)  # back in vocabulary order
+    return logits.masked_fill(outside, float("-inf"))
+
+
 @torch.no_grad()
 def generate(model: nn.Module, prompt: Tensor, n_new: int, temperature: float = 1.0, top_k: int | None = None,
-             use_cache: bool = True, generator: torch.Generator | None = None) -> Tensor:
-    """Continue ``prompt (B, T)`` by ``n_new`` tokens. ``temperature=0`` means greedy; ``top_k`` keeps the k likeliest.
+             use_cache: bool = True, generator: torch.Generator | None = None, top_p: float | None = None) -> Tensor:
+    """Continue ``prompt (B, T)`` by ``n_new`` tokens. ``temperature=0`` means greedy; ``top_k`` keeps the k likeliest;
+    ``top_p`` keeps the nucleus (:func:`top_p_filter`) of the distribution at that temperature, after ``top_k``.
 
     ``model`` is a decoder-only language model with ``n_vocab``, ``max_len``, ``new_caches()`` and
     ``model(ids, caches=..., start=...)`` (:class:`tfm.CausalLM`, :class:`tfm.modern.ModernLM`).
@@ -150,6 +164,8 @@ def generate(model: nn.Module, prompt: Tensor, n_new: int, temperature: float = 
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     if top_k is not None and not 1 <= top_k <= model.n_vocab:
         raise ValueError(f"top_k must lie in [1, {model.n_vocab}], got {top_k}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p must lie in (0, 1], got {top_p}")
     caches = model.new_caches() if use_cache else None
     out = prompt
     logits = model(prompt, caches=caches)  # (B, T, n_vocab)
@@ -162,6 +178,8 @@ def generate(model: nn.Module, prompt: Tensor, n_new: int, temperature: float = 
             if top_k is not None:
                 kth = next_logits.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
                 next_logits = next_logits.masked_fill(next_logits < kth, float("-inf"))
+            if top_p is not None:
+                next_logits = top_p_filter(next_logits, top_p)  # (B, n_vocab)
             token = torch.multinomial(torch.softmax(next_logits, -1), 1, generator=generator)  # (B, 1)
         out = torch.cat([out, token], dim=1)  # (B, T + step + 1)
         if step == n_new - 1:

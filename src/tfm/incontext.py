@@ -41,12 +41,18 @@ def loss_by_position(model: nn.Module, ids: Tensor) -> Tensor:
     return losses.mean(0)  # (T - 1,)
 
 
-def in_context_score(losses: Tensor, early: int, late: int) -> float:
+def in_context_score(losses: Tensor, early: int | tuple[int, int], late: int | tuple[int, int]) -> float:
     """Olsson et al.'s in-context-learning score: the loss at a late position minus the loss at an early one (negative
-    when the model does better with more context). ``losses`` as :func:`loss_by_position` gives them."""
-    if not 0 <= early < late < len(losses):
-        raise ValueError(f"need 0 <= early < late < {len(losses)}, got early={early}, late={late}")
-    return float(losses[late] - losses[early])
+    when the model does better with more context). ``losses`` as :func:`loss_by_position` gives them. A position may
+    also be a range ``(start, stop)`` of positions, whose mean loss is taken (less noisy on few sequences)."""
+    def span(p: int | tuple[int, int]) -> tuple[int, int]:
+        return (p, p + 1) if isinstance(p, int) else tuple(p)
+
+    (a, b), (c, d) = span(early), span(late)
+    if not (0 <= a < b <= c < d <= len(losses)):
+        raise ValueError(f"need 0 <= early < late < {len(losses)} (ranges: start < stop, early before late), got "
+                         f"early={early}, late={late}")
+    return float(losses[c:d].mean() - losses[a:b].mean())
 
 
 def repeated_random_tokens(n_vocab: int, length: int, batch: int, generator: torch.Generator | None = None,

@@ -5,11 +5,13 @@ The split is chapter 12's: every fourth topic of the corpus is held out whole (1
 also appears in a training topic is dropped (pydoc repeats some paragraphs). The tokenizer is chapter 12's byte-pair
 encoding learned on the training paragraphs only, cut to its first ``n_merges`` merges. Paragraphs are joined into one
 stream per split, each followed by ``[SEP]``; a model trains on random windows of the training stream and is measured
-on consecutive windows of the held-out stream.
+on consecutive windows of the held-out stream. A count model (:mod:`tfm.ngram`) is scored on the same next ids, from the
+same window's ids only (:func:`count_model_losses`), so the two are compared token for token.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -19,6 +21,7 @@ from torch import Tensor, nn
 
 from . import bpe as bpe_module
 from . import corpus
+from .ngram import KneserNey
 from .training import train
 
 
@@ -77,22 +80,53 @@ def random_windows(stream: Tensor, length: int, batch: int, generator: torch.Gen
     return windows[:, :-1], windows[:, 1:]
 
 
-def consecutive_windows(stream: Tensor, length: int) -> tuple[Tensor, Tensor]:
-    """The stream cut into consecutive windows of ``length`` (the remainder dropped): inputs and next ids,
-    ``(n, T)`` each."""
-    n = (len(stream) - 1) // length
-    if n < 1:
+def repeated_span_windows(stream: Tensor, length: int, batch: int, share: float,
+                          generator: torch.Generator | None = None,
+                          device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+    """Like :func:`random_windows`, but in a share ``share`` of the windows (chosen at random) a span of the window
+    is written again further on: a span of ``s`` ids starting at ``a`` overwrites the ids from ``b`` on, with ``s``
+    drawn from 4 to half the window, ``a`` and ``b >= a + s`` at random. The distance from a token to its earlier copy
+    varies, so copying from a fixed distance does not pay; copying what followed the current token's earlier
+    occurrence does (an induction head)."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"share must lie in [0, 1], got {share}")
+    if length < 7:
+        raise ValueError(f"windows of at least 7 ids are needed to repeat a span, got length={length}")
+    x, y = random_windows(stream, length, batch, generator)  # (B, T) each
+    windows = torch.cat([x, y[:, -1:]], dim=1)  # (B, T + 1)
+    chosen = torch.rand(batch, generator=generator) < share  # (B,)
+    n = length + 1
+    for row in chosen.nonzero().flatten().tolist():
+        s = int(torch.randint(4, n // 2 + 1, (), generator=generator))  # the span's length
+        a = int(torch.randint(0, n - 2 * s + 1, (), generator=generator))  # where it first occurs
+        b = int(torch.randint(a + s, n - s + 1, (), generator=generator))  # where it occurs again
+        windows[row, b : b + s] = windows[row, a : a + s]
+    return windows[:, :-1].to(device), windows[:, 1:].to(device)
+
+
+def consecutive_windows(stream: Tensor, length: int, stride: int | None = None) -> tuple[Tensor, Tensor]:
+    """Windows of ``length`` ids starting every ``stride`` ids (default ``length``: consecutive, the remainder
+    dropped): inputs and next ids, ``(n, T)`` each. A stride below ``length`` gives overlapping windows, so that
+    every position of a window is measured on more tokens."""
+    stride = length if stride is None else stride
+    if not 1 <= stride <= length:
+        raise ValueError(f"stride must lie in [1, length={length}], got {stride}")
+    n = (len(stream) - 1 - length) // stride + 1
+    if len(stream) < length + 1:
         raise ValueError(f"the stream ({len(stream)} ids) is shorter than one window of {length} + 1")
-    used = stream[: n * length + 1]
-    return used[:-1].view(n, length), used[1:].view(n, length)  # (n, T) each
+    starts = torch.arange(n) * stride  # (n,)
+    windows = stream[starts[:, None] + torch.arange(length + 1)]  # (n, T + 1)
+    return windows[:, :-1], windows[:, 1:]  # (n, T) each
 
 
 @torch.no_grad()
-def held_out_loss(model: nn.Module, stream: Tensor, length: int, batch: int = 64) -> tuple[float, Tensor]:
-    """Mean cross-entropy (nats per token) of ``model`` on consecutive windows of ``stream``, and its mean at each
-    position of the window ``(T,)``: position t predicts with t + 1 tokens of context."""
+def held_out_loss(model: nn.Module, stream: Tensor, length: int, batch: int = 64,
+                  stride: int | None = None) -> tuple[float, Tensor]:
+    """Mean cross-entropy (nats per token) of ``model`` on consecutive windows of ``stream`` (or windows every
+    ``stride`` ids), and its mean at each position of the window ``(T,)``: position t predicts with t + 1 tokens of
+    context."""
     device = next(model.parameters()).device
-    x, y = consecutive_windows(stream, length)  # (n, T)
+    x, y = consecutive_windows(stream, length, stride)  # (n, T)
     was_training = model.training
     model.eval()
     losses = []
@@ -105,12 +139,34 @@ def held_out_loss(model: nn.Module, stream: Tensor, length: int, batch: int = 64
     return per_token.mean().item(), per_token.mean(0)
 
 
+def count_model_losses(model: KneserNey, stream: Tensor, length: int, stride: int | None = None) -> Tensor:
+    """-log P (nats) of every next id of :func:`consecutive_windows` ``(stream, length, stride)`` under a count model,
+    from the ids of the same window only, as a Transformer with that window sees them: ``(n, T)``, float64."""
+    x, _ = consecutive_windows(stream, length, stride)  # (n, T): only the shape and the starts are needed
+    stride = length if stride is None else stride
+    k = model.order - 1  # the count model's context
+    ids = stream[: (len(x) - 1) * stride + length + 1].tolist()
+    # With at least k ids of the window before it, a token's loss is the same in every window: compute it once.
+    full = [math.nan] * len(ids)
+    for i in range(k, len(ids)):
+        full[i] = -math.log(model.prob(ids[i - k : i], ids[i]))
+    losses = torch.empty(x.shape, dtype=torch.float64)  # (n, T)
+    for row in range(len(x)):
+        start = row * stride
+        for t in range(length):  # position t predicts ids[start + t + 1] from ids[start .. start + t]
+            i = start + t + 1
+            losses[row, t] = full[i] if t + 1 >= k else -math.log(model.prob(ids[start:i], ids[i]))
+    return losses
+
+
 def train_lm(model: nn.Module, data: CorpusLM, steps: int, length: int = 128, batch: int = 16, lr: float = 3e-3,
              weight_decay: float = 0.1, warmup: float = 0.1, generator: torch.Generator | None = None,
-             eval_every: int = 100, time_limit: float | None = None) -> dict[str, list[float]]:
+             eval_every: int = 100, time_limit: float | None = None,
+             repeat_share: float = 0.0) -> dict[str, list[float]]:
     """Train ``model`` on random windows of ``data.train`` with AdamW and a one-cycle schedule (linear warm-up over
     the first ``warmup`` share of the steps, then cosine decay), measuring the held-out loss every ``eval_every``
-    steps. Returns :func:`tfm.train`'s history (``loss``, ``eval_step``, ``eval_loss``, ...)."""
+    steps. With ``repeat_share > 0`` that share of the windows repeats a span (:func:`repeated_span_windows`).
+    Returns :func:`tfm.train`'s history (``loss``, ``eval_step``, ``eval_loss``, ...)."""
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps, pct_start=warmup,
@@ -120,6 +176,23 @@ def train_lm(model: nn.Module, data: CorpusLM, steps: int, length: int = 128, ba
         x, y = batch_
         return F.cross_entropy(m(x).transpose(1, 2), y)
 
-    return train(model, lambda: random_windows(data.train, length, batch, generator, device), loss_step, optimizer,
-                 steps, scheduler=scheduler, evaluate=lambda m: held_out_loss(m, data.held_out, length)[0],
-                 eval_every=eval_every, time_limit=time_limit)
+    def next_batch() -> tuple[Tensor, Tensor]:
+        if repeat_share:
+            return repeated_span_windows(data.train, length, batch, repeat_share, generator, device)
+        return random_windows(data.train, length, batch, generator, device)
+
+    return train(model, next_batch, loss_step, optimizer, steps, scheduler=scheduler,
+                 evaluate=lambda m: held_out_loss(m, data.held_out, length)[0], eval_every=eval_every,
+                 time_limit=time_limit)
+
+
+def fit_power_law(sizes: list[float], losses: list[float]) -> tuple[float, float]:
+    """The power law ``L = a * N**(-alpha)`` closest to the points ``(N, L)`` in log-log space (least squares of
+    ``log L = log a - alpha log N``): returns ``(alpha, a)``."""
+    if len(sizes) != len(losses) or len(sizes) < 2 or min(*sizes, *losses) <= 0:
+        raise ValueError(f"need at least two points with positive sizes and losses, got {len(sizes)} sizes and "
+                         f"{len(losses)} losses")
+    x = torch.tensor(sizes, dtype=torch.float64).log()  # (n,)
+    y = torch.tensor(losses, dtype=torch.float64).log()  # (n,)
+    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+    return -slope.item(), math.exp((y.mean() - slope * x.mean()).item())

@@ -39,29 +39,30 @@ class KneserNey:
         self.order, self.n_vocab, self.discount = order, n_vocab, discount
         # counts[k][history][w] for histories of k tokens (k = 0 .. order - 1): raw counts at the top order,
         # continuation counts (distinct left neighbours) below it; filled in by fit
-        self.counts: list[dict[tuple, Counter]] = []
+        self.counts: list[dict[tuple, dict[int, int]]] = []
         self.totals: list[dict[tuple, int]] = []
         self.followers: list[dict[tuple, int]] = []
 
     def fit(self, sequences: Iterable[Sequence[int]]) -> KneserNey:
         n = self.order
-        top: dict[tuple, Counter] = defaultdict(Counter)  # history of n - 1 tokens -> counts of the next token
-        left: dict[tuple, set] = defaultdict(set)  # a gram shorter than n -> the distinct tokens seen before it
+        top: Counter = Counter()  # n-gram -> count
+        grams: list[set] = [set() for _ in range(n + 1)]  # grams[m]: the distinct m-grams, for m = 2 .. n
         for seq in sequences:
             seq = list(seq)
             bad = [t for t in seq if not 0 <= t < self.n_vocab]
             if bad:
                 raise ValueError(f"token ids must lie in [0, {self.n_vocab}), got {bad[:5]}")
-            for i in range(n - 1, len(seq)):
-                top[tuple(seq[i - n + 1 : i])][seq[i]] += 1
-            for i in range(len(seq)):
-                for k in range(n - 1):  # the gram of k + 1 tokens ending at i, if a token precedes it
-                    if i - k - 1 >= 0:
-                        left[tuple(seq[i - k : i + 1])].add(seq[i - k - 1])
-        self.counts = [defaultdict(Counter) for _ in range(n)]
-        self.counts[n - 1] = top
-        for gram, before in left.items():  # continuation count: how many distinct tokens precede the gram
-            self.counts[len(gram) - 1][gram[:-1]][gram[-1]] = len(before)
+            top.update(zip(*(seq[j:] for j in range(n)), strict=False))
+            for m in range(2, n + 1):
+                grams[m].update(zip(*(seq[j:] for j in range(m)), strict=False))
+        self.counts = [defaultdict(dict) for _ in range(n)]
+        for gram, count in top.items():  # the top order: raw counts
+            self.counts[n - 1][gram[:-1]][gram[-1]] = count
+        for m in range(2, n + 1):  # continuation count of the (m - 1)-gram g[1:]: how many distinct tokens precede it
+            level = self.counts[m - 2]
+            for gram in grams[m]:
+                after = level[gram[1:-1]]
+                after[gram[-1]] = after.get(gram[-1], 0) + 1
         self.totals = [{h: sum(c.values()) for h, c in level.items()} for level in self.counts]
         self.followers = [{h: len(c) for h, c in level.items()} for level in self.counts]
         return self
@@ -73,7 +74,7 @@ class KneserNey:
         total = self.totals[k].get(h, 0)
         if total == 0:
             return lower
-        count = self.counts[k][h][w]
+        count = self.counts[k][h].get(w, 0)
         return (max(count - self.discount, 0.0) + self.discount * self.followers[k][h] * lower) / total
 
     def prob(self, history: Sequence[int], w: int) -> float:

@@ -7,6 +7,7 @@
                         student pass (`--keep-outputs`), which re-runs it on a second numeric path under strict nbval
 - exercises.py          the structure of an exercise (stub, check, hidden solution), read from a notebook
 - robustness.py         every trained claim over seeds and numeric paths (`make robustness`)
+- scaling.py            chapter 14's longer runs: its checkpoints and loss against model size (`make scaling`)
 - mutation_check.py     breaks tfm on purpose and checks that the tests notice (run by hand)
 
 Imports nothing from the other folders of tools/.

@@ -6,6 +6,7 @@ nothing changed.
 - attention.py  chapters 1-4, computed from the worked example "dogs chase the red ball"
 - model.py      chapters 5, 6, 7, 9 and 10
 - tokens.py     chapter 12
+- language.py   chapter 14: the induction-head circuit
 - blocks.py     chapter 15: the 2017 block beside today's (Llama-style) block
 
 Each figure is one function listed in its module's FIGURES; change it and redraw, never edit an SVG by hand.

@@ -1,10 +1,10 @@
 """Redraw every schematic figure (`make figures`)."""
 
-from tools.figures import attention, blocks, model, tokens
+from tools.figures import attention, blocks, language, model, tokens
 
 
 def main() -> None:
-    for draw in attention.FIGURES + model.FIGURES + tokens.FIGURES + blocks.FIGURES:
+    for draw in attention.FIGURES + model.FIGURES + tokens.FIGURES + language.FIGURES + blocks.FIGURES:
         draw()
 
 
