@@ -12,6 +12,7 @@ from tfm.cost import (
     allocated_bytes,
     attention_crossover,
     attention_flops,
+    decode_step_cost,
     fastest_seconds,
     kv_cache_bytes,
     layer_flops,
@@ -20,7 +21,9 @@ from tfm.cost import (
     median_seconds,
     profiled_flops,
     quadratic_flops,
+    run_seconds,
     score_matrix_bytes,
+    score_sized_tensors,
 )
 
 
@@ -153,3 +156,85 @@ def test_median_seconds_restores_the_thread_count():
     seen = []
     median_seconds(lambda: seen.append(torch.get_num_threads()), repeats=2, warmup=0, threads=1)
     assert seen == [1, 1] and torch.get_num_threads() == before
+
+
+def test_run_seconds_gives_every_run():
+    calls = []
+    times = run_seconds(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(times) == 4 and all(t >= 0 for t in times) and len(calls) == 6
+
+
+def test_decode_step_cost_counts_a_cached_step_of_a_real_model():
+    lm = tfm.CausalLM(n_vocab=13, d_model=16, n_heads=2, n_layers=3, d_ff=40, max_len=32, dropout=0.0).eval()
+    ids = torch.randint(0, 13, (2, 10))  # (B, T)
+    caches = [{} for _ in lm.decoder.layers]
+    with torch.no_grad():
+        lm(ids[:, :9], caches=caches)  # 9 cached positions
+        flops = profiled_flops(lambda: lm(ids[:, 9:], caches=caches, start=9, need_weights=True))  # explicit attention
+    n_weights = sum(p.numel() for name, p in lm.named_parameters() if p.dim() == 2 and "positions" not in name)
+    cost = decode_step_cost(n_weights, n_layers=3, d_model=16, S=10, batch=2, dtype=torch.float32)
+    assert flops == cost["flops"]  # the new token attends to the 9 cached positions and itself: S = 10
+    assert cost["bytes"] == 4 * n_weights + kv_cache_bytes(3, 10, 16, batch=2)
+    one = decode_step_cost(n_weights, n_layers=3, d_model=16, S=10)  # float16, one sequence: 1 FLOP per byte
+    assert one["flops"] == one["bytes"]
+    with pytest.raises(ValueError, match="positive integer"):
+        decode_step_cost(0, 3, 16, 10)
+
+
+def _online_softmax_attention(q, k, v, block):
+    """Attention over key blocks with a running maximum: (T, block) tiles of scores only."""
+    m = torch.full(q.shape[:-1] + (1,), float("-inf"))  # (..., T, 1)
+    den, out = torch.zeros(q.shape[:-1] + (1,)), torch.zeros(q.shape[:-1] + (v.shape[-1],))
+    for s in range(0, k.shape[-2], block):
+        scores = q @ k[..., s:s + block, :].transpose(-2, -1) / q.shape[-1] ** 0.5  # (..., T, block)
+        new = torch.maximum(m, scores.amax(-1, keepdim=True))
+        p, c = torch.exp(scores - new), torch.exp(m - new)
+        den, out, m = c * den + p.sum(-1, keepdim=True), c * out + p @ v[..., s:s + block, :], new
+    return out / den
+
+
+def _per_head_full(q, k, v):
+    return torch.stack([tfm.attention(q[:, i], k[:, i], v[:, i])[0] for i in range(q.shape[1])], dim=1)
+
+
+def _scores_with_t_in_front(q, k, v):
+    scores = torch.einsum("bhtd,bhsd->tbhs", q, k) / q.shape[-1] ** 0.5  # (T, B, h, S): a short last-two slab
+    return torch.einsum("tbhs,bhsd->bhtd", scores.softmax(-1), v)
+
+
+def _torch_multi_head(q, k, v):
+    # one call of PyTorch's fused multi-head attention, with identity projections: the scores stay inside it
+    B, h, T, d_k = q.shape
+    d_model = h * d_k
+    rows = [t.transpose(1, 2).reshape(B, T, d_model).transpose(0, 1) for t in (q, k, v)]  # (T, B, d_model) each
+    eye, zeros = torch.eye(d_model), torch.zeros(d_model)
+    out, _ = torch.nn.functional.multi_head_attention_forward(
+        *rows, d_model, h, None, None, None, None, False, 0.0, eye, zeros, need_weights=False,
+        use_separate_proj_weight=True, q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye)  # (T, B, d_model)
+    return out.transpose(0, 1).reshape(B, T, h, d_k).transpose(1, 2)  # (B, h, T, d_k)
+
+
+@pytest.mark.parametrize("cheat", [
+    lambda q, k, v: tfm.attention(q, k, v)[0],
+    lambda q, k, v: tfm.fast_attention(q, k, v)[0],
+    lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v),
+    lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / 4, -1) @ v,  # d_k = 16
+    _per_head_full,
+    _scores_with_t_in_front,
+    lambda q, k, v: _online_softmax_attention(q, k, v, block=200),  # "blocks" as large as the whole row
+    _torch_multi_head,
+], ids=["tfm.attention", "tfm.fast_attention", "sdpa", "softmax", "per-head", "T-in-front", "huge-blocks", "torch"])
+def test_score_sized_tensors_catches_every_whole_score_matrix(cheat):
+    q, k, v = torch.randn(3, 1, 2, 300, 16).unbind(0)  # (B, h, T, d_k) each
+    result, found = score_sized_tensors(lambda: cheat(q, k, v), T=300, S=300, pairs=2)
+    assert found, "a (T, S) matrix went unnoticed"
+    torch.testing.assert_close(result, tfm.attention(q, k, v)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_score_sized_tensors_lets_blocks_through():
+    q, k, v = torch.randn(3, 1, 2, 300, 16).unbind(0)
+    result, found = score_sized_tensors(lambda: _online_softmax_attention(q, k, v, block=64), T=300, S=300, pairs=2)
+    assert found == []
+    torch.testing.assert_close(result, tfm.attention(q, k, v)[0], atol=1e-5, rtol=1e-5)
+    _, found = score_sized_tensors(lambda: torch.where(torch.ones(300, 300, dtype=torch.bool), 0.0, -1.0), 300, 300)
+    assert found and found[0].startswith("where")  # a float copy of a whole (T, S) mask counts too

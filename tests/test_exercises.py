@@ -10,12 +10,23 @@ its checks must fail there exactly as stored.
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
+import nbformat
 import pytest
 
-from tools.book.exercises import bound_names, called_names, find_exercises, in_solutions, is_marker, used_names
+from tools.book.exercises import (
+    bound_names,
+    called_names,
+    find_exercises,
+    in_solutions,
+    is_marker,
+    tags,
+    used_names,
+)
+from tools.book.student_edition import write_student_edition
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,4 +152,89 @@ def test_each_solution_answers_every_name_its_check_reads(path):
         borrowed = sorted(names(used_names, solution) & only_in_check)
         if borrowed:
             problems.append(f"the solution of {e.label} reads {borrowed}, which only its check binds")
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+# Chapters whose check cells other engineers are rewriting to the rule below: the lead removes a chapter from this set
+# (and so the xfail) when its rewrite lands.
+CHECKS_BEING_FOLDED = {f"{n:02d}" for n in range(5, 14)}
+
+
+def _folded_unless_pending(paths):
+    return [pytest.param(p, marks=pytest.mark.xfail(strict=False, reason="check cells not yet folded and answer-free"))
+            if p.name[:2] in CHECKS_BEING_FOLDED else p for p in paths]
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        node = node.operand
+    return isinstance(node, ast.Constant) and isinstance(node.value, int | float | complex) \
+        and not isinstance(node.value, bool)
+
+
+def written_answers(source: str) -> list[str]:
+    """The numbers a check cell writes down itself, any of which could be the expected answer in plain sight.
+
+    The rule (CONTRIBUTING, "Exercises"): a check cell holds no numeric literal, and no string that reads as a number,
+    except (1) the value of a keyword argument other than ``expected`` (a tolerance such as ``atol=0.005``, a size such
+    as ``d_model=512``) and (2) an index or a slice bound inside square brackets. A tuple or a list of numbers, a number
+    passed positionally (``check_answer(x, 64.0)``) or by ``expected=``, a number in a comparison or in arithmetic
+    (``4096**2``) is reported. The expected value is computed instead, from the chapter's objects or from ``tfm``,
+    usually inside a check function defined in a folded cell above."""
+    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    allowed: set[int] = set()  # ids of the nodes inside an allowed keyword value or inside square brackets
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg not in (None, "expected"):
+            allowed.update(id(n) for n in ast.walk(node.value))
+        elif isinstance(node, ast.Subscript):
+            allowed.update(id(n) for n in ast.walk(node.slice))
+    signs = {id(node.operand) for node in ast.walk(tree) if _is_number(node) and isinstance(node, ast.UnaryOp)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in allowed or id(node) in signs:  # a signed number is reported once, with its sign
+            continue
+        if _is_number(node):
+            found.append(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                float(node.value.replace("_", ""))
+            except ValueError:
+                continue
+            found.append(node)
+    return [ast.unparse(n) for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
+
+
+def test_written_answers_reports_what_could_be_an_answer():
+    assert written_answers("check_answer(x, (0.6652, 0.2447, 0.09), name='x', atol=0.005)") == [
+        "0.6652", "0.2447", "0.09"]
+    assert written_answers("check_answer(x, 2_362_368)") == ["2362368"]
+    assert written_answers("check_answer(x, expected=-1.5)") == ["-1.5"]
+    assert written_answers("check_answer(x, float('64'))") == ["'64'"]
+    assert written_answers("assert x == 4096**2 * 4") == ["4096", "2", "4"]
+    assert written_answers("check_shapes(a, b, names=('a', 'b'))") == []  # names and calls only
+    assert written_answers("check(x, atol=0.005, d_model=512, shape=(2, 3))") == []  # keyword sizes and tolerances
+    assert written_answers("check(table[1], row[0::2], w[:, 128:130], x[-1])") == []  # indices and slices
+    assert written_answers("check(x, 'row 3 of W_Q', True, None)") == []  # text, booleans, None
+
+
+@pytest.mark.parametrize("path", _folded_unless_pending(NOTEBOOKS), ids=lambda p: p.name)
+def test_check_cells_are_folded_and_show_no_answer(path, tmp_path):
+    """Every exercise's check cell (a) is folded: tagged hide-input (the website folds it) and with
+    jupyter.source_hidden (JupyterLab folds it), in the book and in the student edition alike, and (b) writes down
+    no expected answer (see written_answers)."""
+    cells = cells_of(path)
+    student = nbformat.read(write_student_edition(path, tmp_path), as_version=4).cells
+    problems = []
+    for label, edition in (("", cells), ("student edition: ", student)):
+        for exercise in find_exercises(edition):
+            for k in exercise.checks:
+                cell = edition[k]
+                if "hide-input" not in tags(cell):
+                    problems.append(f"{label}the check of {exercise.label} (cell {k}) is not tagged hide-input")
+                if cell["metadata"].get("jupyter", {}).get("source_hidden") is not True:
+                    problems.append(f"{label}the check of {exercise.label} (cell {k}) has no jupyter.source_hidden")
+                numbers = written_answers(text(cell) if isinstance(cell["source"], list) else cell["source"])
+                if numbers and not label:
+                    problems.append(f"the check of {exercise.label} (cell {k}) writes down {numbers}: compute the "
+                                    "expected value instead")
     assert not problems, f"{path.name}: " + "; ".join(problems)

@@ -21,11 +21,10 @@ import pytest
 import yaml
 
 from tools.course import pdf
+from tools.course.browser import RAW_TEX
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# What only shows if TeX was not typeset: a macro of the book or of LaTeX, or display-math delimiters.
-RAW_TEX = re.compile(r"\\(sqrt|frac|softmax|dmodel|WQ|WK|WV|WO|operatorname|mathbb|left|right|top)\b|\$\$|\\\(|\\\[")
 # The first display equation of chapter 2, on the page that starts the chapter.
 CHAPTER_2_OPENING = "Chapter 1 computed attention one token at a time"
 

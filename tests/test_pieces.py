@@ -14,7 +14,15 @@ import pytest
 import torch
 
 import tfm
-from tfm.check import CheckFailed, check_answer, check_close, check_rows_sum_to_one, check_shape, learner_code
+from tfm.check import (
+    PAGE_WIDTH,
+    CheckFailed,
+    check_answer,
+    check_close,
+    check_rows_sum_to_one,
+    check_shape,
+    learner_code,
+)
 from tfm.data import Vocab, date_pairs, make_batch, random_batches, reverse_pairs, split_pairs
 
 
@@ -80,6 +88,30 @@ def test_train_reduces_the_loss_and_reports_history():
     with pytest.raises(FloatingPointError, match="the loss became nan"):
         tfm.train(model, lambda: (x, y), lambda m, b: torch.tensor(float("nan"), requires_grad=True), optimizer, 3,
                   progress=False)
+
+
+def test_train_stops_when_asked_and_evaluates_where_it_stopped():
+    """stop_when(history) is asked after every step; the run ends at the first True, with a last evaluation there,
+    and the steps it did take are those of a run without stop_when."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+
+    def run(**kwargs):
+        torch.manual_seed(1)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        return tfm.train(model, lambda: (x, y), lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), optimizer, 40,
+                         progress=False, **kwargs)
+
+    full = run()
+    asked = []
+    stopped = run(stop_when=lambda h: asked.append(len(h["loss"])) or len(h["loss"]) >= 7,
+                  evaluate=lambda m: 0.0, eval_every=5)
+    assert asked == list(range(1, 8)) and len(stopped["loss"]) == 7
+    assert stopped["loss"] == full["loss"][:7]
+    assert stopped["eval_step"] == [0, 5, 7]
+    never = run(stop_when=lambda h: False)
+    assert never["loss"] == full["loss"]
 
 
 def test_train_records_held_out_loss_without_changing_the_training():
@@ -152,6 +184,10 @@ def test_plots_label_their_axes():
     assert len(fig.axes) == 4  # 2 x 2 grid, no colour bar by default
     fig = tfm.viz.plot_heads(torch.rand(3, 2, 2).softmax(-1), ["a", "b"], ncols=3, colorbar=True)
     assert len(fig.axes) == 4 and fig.axes[-1].get_ylabel() == "attention weight"  # 3 heads + the shared bar
+    weights = torch.tensor([[[0.25, 0.75], [1.0, 0.0]]])  # (h=1, T=2, S=2)
+    fig = tfm.viz.plot_heads(weights, ["a", "b"], annotate=True, fontsize=11)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["0.25", "0.75", "1.00", "0.00"]  # row by row
+    assert fig.axes[0].get_xticklabels()[0].get_fontsize() == 11
 
 
 def test_self_checks_say_what_is_wrong(capsys):
@@ -184,7 +220,7 @@ def test_learner_code_turns_the_learner_s_errors_into_check_failures():
         pass
     # Jupyter shows only the message, wrapped, not a traceback through tfm
     lines = CheckFailed("x " * 80)._render_traceback_()
-    assert lines[0].startswith("CheckFailed: x") and len(lines) == 2 and max(map(len, lines)) <= 100
+    assert lines[0].startswith("CheckFailed: x") and len(lines) == 3 and max(map(len, lines)) <= PAGE_WIDTH
 
 
 def test_check_answer_wants_the_exact_answer(capsys):
@@ -193,6 +229,11 @@ def test_check_answer_wants_the_exact_answer(capsys):
             check_answer(unanswered, 3, name="n")
     with pytest.raises(CheckFailed, match="n = 4 is not right: count the biases"):
         check_answer(4, 3, name="n", hint="count the biases")
+    with pytest.raises(CheckFailed, match="n = 4 is not right"):
+        check_answer(4, 3, name="n", quiet=True)  # quiet silences success only
+    capsys.readouterr()
+    check_answer(3, 3, name="n", quiet=True)
+    assert capsys.readouterr().out == ""
     with pytest.raises(CheckFailed, match=r"n = \(2, 4\) is not right"):
         check_answer((2, 4), (2, 3), name="n")
     with pytest.raises(CheckFailed, match="is not right"):

@@ -87,7 +87,7 @@ def test_every_trained_claim_holds_in_the_committed_robustness_table():
         assert row["holds"], f"{chapter}: {claim['name']!r} fails in some run of the sweep: {row['values']}"
         if "at_least" in claim:
             assert row["min"] >= bound, f"{chapter}: {claim['name']!r} bound {bound} above the worst run {row['min']}"
-        else:
+        elif "at_most" in claim:  # (a claim without a bound is recorded, not asserted)
             assert row["max"] <= bound, f"{chapter}: {claim['name']!r} bound {bound} below the worst run {row['max']}"
 
 
@@ -125,3 +125,24 @@ def test_merging_sweeps_replaces_the_chapters_of_the_later_one(tmp_path):
     assert stamps == "Run on day 1 (chapters 5); Run on day 2 (chapters 6)"
     with pytest.raises(SystemExit, match="was run with 1 seeds"):
         merged_runs([old], argparse.Namespace(seeds=5, paths=["default"]))
+
+
+def test_the_table_shows_yes_no_and_unasserted_claims(tmp_path):
+    """A yes/no claim reads "yes in k of n"; its bound is "yes" (at_least 1) or "no" (at_most 0); a claim without a
+    bound is recorded as "not asserted" and cannot fail."""
+    import nbformat
+
+    from tools.book.robustness import tabulate
+
+    cell = nbformat.v4.new_code_cell("learned = {}", metadata={"claims": [
+        {"name": "always", "value": "1", "at_least": 1, "format": "yes"},
+        {"name": "never", "value": "0", "at_most": 0, "format": "yes"},
+        {"name": "varies", "value": "0", "format": "yes"}]})
+    path = tmp_path / "06_x.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    runs = [{"chapter": "06_x", "path": "default", "seed": seed,
+             "values": {"always": 1.0, "never": 0.0, "varies": float(seed == 1)}} for seed in range(3)]
+    rows, table = tabulate(runs, [path], 3, ["default"])
+    assert [(row["bound"], row["holds"]) for row in rows] == [("yes", True), ("no", True), ("not asserted", True)]
+    assert "| 6 | varies | not asserted | yes in 1 of 3 | 3 | 3 | yes |" in table
+    assert "| 6 | never | no | yes in 0 of 3 |" in table

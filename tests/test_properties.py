@@ -30,6 +30,27 @@ def test_causal_attention_never_uses_future_tokens():
     assert max_diff(out[0, 5:], out2[0, 5:]) > 1e-3
 
 
+def test_causal_encoder_classifier_masks_the_future_and_tells_positions_apart_without_position_vectors():
+    kwargs = dict(n_vocab=11, n_classes=2, d_model=16, n_heads=2, n_layers=2, d_ff=32, dropout=0.0, max_len=8,
+                  pooling="mean")
+    torch.manual_seed(0)
+    causal = tfm.EncoderClassifier(**kwargs, causal=True).eval()
+    ids = torch.randint(1, 11, (2, 6))  # (B, T), no padding
+    with torch.no_grad():
+        _, weights = causal(ids, need_weights=True)
+    for w in weights:  # (B, h, T, T): nothing above the diagonal, rows still distributions
+        assert w.triu(diagonal=1).abs().max().item() == 0.0
+        assert torch.allclose(w.sum(-1), torch.ones(w.shape[:-1]))
+    plain = tfm.EncoderClassifier(**kwargs).eval()
+    plain.load_state_dict(causal.state_dict())
+    for model in (plain, causal):
+        model.positions = torch.nn.Identity()  # no position vectors at all
+    same_bag = torch.tensor([[1, 2, 3, 4], [4, 2, 3, 1]])  # one bag of tokens in two orders
+    with torch.no_grad():
+        assert max_diff(plain(same_bag)[0], plain(same_bag)[1]) <= 1e-5  # without a mask: a bag
+        assert max_diff(causal(same_bag)[0], causal(same_bag)[1]) > 1e-3  # the causal mask breaks the symmetry
+
+
 def test_decoder_predictions_do_not_depend_on_later_target_tokens():
     model = small_model()
     src, tgt = torch.randint(4, 13, (2, 6)), torch.randint(4, 13, (2, 7))

@@ -5,7 +5,8 @@ targets use it). Run a tool from the repository's root as a module: `python -m t
             pass and the student-edition pass of `make test`, the robustness sweep, the exercise structure, the
             mutation check
 - course/   the course kit: nbgrader assignments and grading (with its guard), slides, the PDF edition, the npm copies
-            of JavaScript and the offline browser they and the browser tests use
+            of JavaScript that they and the website serve (with the website's Sphinx extension), and the offline
+            browser they and the browser tests use
 - figures/  the schematic figures, drawn from code (`make figures`)
 - corpus/   the snapshot of the English corpus that ships with tfm
 

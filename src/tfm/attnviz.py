@@ -9,6 +9,10 @@ stored output. The functions here call bertviz with ``html_action="return"`` and
   tags from jsDelivr's npm mirror (d3 5.7.0 as bertviz uses; jQuery 2.2.4, as bertviz's 2.0.0 is not on npm), then
   calls every waiting view. While it loads them it hides an AMD ``define`` (Jupyter classic has require.js), so both
   libraries register as globals;
+- the URLs stay on the CDN: a notebook in Jupyter or Colab has no site to load files from, and inlining d3 and
+  jQuery (330 kB) into every view would make each stored notebook that much longer. The book's website serves its
+  own copies instead: its build rewrites these URLs (``tools/course/website.py`` in the repository), so the site's
+  views draw without network;
 - the random id becomes ``bertviz-`` + a hash of the view's kind, its tokens and its options (never of the weights,
   whose last digits differ between CPUs), so the same inputs give the same HTML on every machine. A view repeated
   with identical inputs in one session gets a numbered suffix, so ids stay unique on a page;

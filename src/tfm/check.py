@@ -10,12 +10,17 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
+# The characters of code or output that the book's pages show without cutting a line off: the code column of the
+# website holds 77 characters at a window width of 1280 px (89 at 1440 px and wider).
+PAGE_WIDTH = 76
+
 
 class CheckFailed(AssertionError):
-    """Raised by a self-check; the message explains the mismatch. Jupyter shows the message, not a traceback."""
+    """Raised by a self-check; the message explains the mismatch. Jupyter shows the message, not a traceback, wrapped
+    to the page's width (the notebook stores the wrapped lines, which are what the website shows)."""
 
     def _render_traceback_(self) -> list[str]:
-        return textwrap.wrap(f"CheckFailed: {self}", width=100, subsequent_indent="    ")
+        return textwrap.wrap(f"CheckFailed: {self}", width=PAGE_WIDTH, subsequent_indent="    ")
 
 
 @contextmanager
@@ -75,10 +80,12 @@ def slip_hint(answer: object, slips: dict, otherwise: str) -> str:
     return otherwise
 
 
-def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "", atol: float = 0.0) -> None:
+def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "", atol: float = 0.0,
+                 quiet: bool = False) -> None:
     """Fail unless ``got`` equals ``expected`` by value (numbers within ``atol``); ``None`` or ``...``: not answered.
 
-    ``(2, 3)``, ``[2, 3]`` and ``torch.tensor([2, 3])`` are the same answer; ``atol=0.005`` passes two decimals."""
+    ``(2, 3)``, ``[2, 3]`` and ``torch.tensor([2, 3])`` are the same answer; ``atol=0.005`` passes two decimals.
+    ``quiet=True`` prints nothing when the answer is right (for an answer too long to repeat on one line)."""
     if got is None or got is Ellipsis:
         raise CheckFailed(f"{name} is not answered yet: replace the ... with your answer and run that cell")
     value, target = _plain(got), _plain(expected)
@@ -87,7 +94,8 @@ def check_answer(got: object, expected: object, name: str = "your answer", hint:
         close = atol > 0 and _matches(value, target, 10 * atol)
         advice = f"close: give it to within {atol:g}" if close else hint
         raise CheckFailed(f"{name} = {shown!r} is not right" + (f": {advice}" if advice else ""))
-    print(f"✓ {name} = {shown!r} is right")
+    if not quiet:
+        print(f"✓ {name} = {shown!r} is right")
 
 
 def check_shape(got: Tensor, expected: Sequence[int], name: str = "your result") -> None:

@@ -1,6 +1,8 @@
 """What attention costs: exact counts (FLOPs of attention and of a whole encoder layer, the length at which
 attention's quadratic term overtakes the rest, bytes of the score matrix and of a key/value cache) and small measuring
-tools (median wall-clock time; bytes allocated by PyTorch on the CPU; the slope of a log-log plot).
+tools (wall-clock times; bytes allocated by PyTorch on the CPU; the tensors a function creates; the slope of a log-log
+plot). Counts are exact and the same on every machine; times are measurements, which other programs on the machine
+can only lengthen.
 
 FLOPs count the matrix products only, a multiply-add counted as 2 FLOPs (the convention of
 ``torch.utils.flop_counter``). Softmax, layer norms, biases, activations and residual additions are left out: they
@@ -81,12 +83,27 @@ def score_matrix_bytes(T: int, S: int, heads: int = 1, batch: int = 1, dtype: to
     return batch * heads * T * S * torch.empty(0, dtype=dtype).element_size()
 
 
+def decode_step_cost(n_weights: int, n_layers: int, d_model: int, S: int, batch: int = 1,
+                     dtype: torch.dtype = torch.float16) -> dict[str, int]:
+    """Counted cost of one decoding step with a key/value cache of ``S`` positions, ``batch`` sequences at once.
+
+    ``"flops"``: 2 per weight of the matrix products (one multiply-add of each weight with the new token's input) and
+    4·d_model per cached position and layer (q·k and a·v), for each sequence. ``"bytes"``: what the step must read from
+    memory at least once: every weight (shared by the batch) and the whole cache of every sequence. In float16 and
+    with one sequence, FLOPs and bytes are equal: 1 FLOP per byte read.
+    """
+    _check_positive(n_weights=n_weights, n_layers=n_layers, d_model=d_model, S=S, batch=batch)
+    size = torch.empty(0, dtype=dtype).element_size()
+    return {"flops": batch * (2 * n_weights + 4 * n_layers * S * d_model),
+            "bytes": n_weights * size + kv_cache_bytes(n_layers, S, d_model, batch, dtype)}
+
+
 def kv_cache_bytes(n_layers: int, S: int, d_model: int, batch: int = 1, dtype: torch.dtype = torch.float32) -> int:
     """Bytes of a key/value cache holding S positions: keys and values (2) of width d_model = h·d_k per layer."""
     return 2 * n_layers * batch * S * d_model * torch.empty(0, dtype=dtype).element_size()
 
 
-def _run_times(fn: Callable[[], object], repeats: int, warmup: int, threads: int | None) -> list[float]:
+def run_seconds(fn: Callable[[], object], repeats: int = 7, warmup: int = 1, threads: int | None = None) -> list[float]:
     """Wall-clock seconds of ``repeats`` calls of ``fn()`` after ``warmup`` calls, on ``threads`` CPU threads."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     saved_threads = torch.get_num_threads()
@@ -113,13 +130,13 @@ def median_seconds(fn: Callable[[], object], repeats: int = 5, warmup: int = 1, 
     ``threads`` sets PyTorch's CPU threads for the measurement (restored afterwards): one thread is far less disturbed
     by other programs on the machine, whose scheduling otherwise makes multi-threaded operators wait for each other.
     """
-    return statistics.median(_run_times(fn, repeats, warmup, threads))
+    return statistics.median(run_seconds(fn, repeats, warmup, threads))
 
 
 def fastest_seconds(fn: Callable[[], object], repeats: int = 7, warmup: int = 1, threads: int | None = None) -> float:
     """Fastest wall-clock time of ``fn()`` over ``repeats`` runs, as :func:`median_seconds` measures them: other
     programs on the machine can only add time to a run, so the minimum is the least disturbed estimate."""
-    return min(_run_times(fn, repeats, warmup, threads))
+    return min(run_seconds(fn, repeats, warmup, threads))
 
 
 @contextmanager
@@ -163,6 +180,39 @@ def allocated_bytes(fn: Callable[[], object], threads: int | None = None) -> int
     except AttributeError as error:
         raise RuntimeError(f"allocated_bytes reads the profiler's raw memory records (kineto_results), which this "
                            f"PyTorch ({torch.__version__}) does not provide as expected: {error}") from error
+
+
+ATTENTION_KERNELS = ("scaled_dot_product", "flash_attention", "efficient_attention", "multi_head_attention")
+
+
+def score_sized_tensors(fn: Callable[[], object], T: int, S: int, pairs: int = 1) -> tuple[object, list[str]]:
+    """Run ``fn()`` and return its result with every PyTorch call that made a (T, S) matrix on the way, for an
+    attention over ``pairs`` (batch, head) pairs: a floating-point tensor whose last two dimensions hold at least
+    T·S/2 numbers, or that holds at least pairs·T·S/2 (the scores, however arranged), or a fused attention kernel
+    (which holds the scores inside). An attention that works on (T, block) tiles with block < S/2 yields none.
+
+    Every call of a PyTorch function or tensor method is seen, however it is reached (``tfm.attention``, ``@``,
+    ``F.softmax``), through a ``TorchFunctionMode``. Entries read ``"softmax (1, 2, 300, 300)"``."""
+    from torch.overrides import TorchFunctionMode
+
+    class Spy(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = getattr(func, "__name__", str(func))
+            for t in torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() > 0:
+                    slab = t.shape[-1] * (t.shape[-2] if t.dim() > 1 else 1)  # numbers in its last two dimensions
+                    if 2 * slab >= T * S or 2 * t.numel() >= pairs * T * S:
+                        found.append(f"{name} {tuple(t.shape)}")
+            if any(kernel in name for kernel in ATTENTION_KERNELS):
+                found.append(f"{name} (a fused attention kernel)")
+            return out
+
+    _check_positive(T=T, S=S, pairs=pairs)
+    found: list[str] = []
+    with Spy():
+        result = fn()
+    return result, found
 
 
 MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")

@@ -167,16 +167,19 @@ class EncoderClassifier(nn.Module):
     """Encoder-only classifier: embeddings, positions, encoder, then a pooled vector -> class logits.
 
     ``pooling="cls"`` reads the first token's final state (put a classification token first, as BERT does);
-    ``pooling="mean"`` averages the states of the real (non-padding) tokens.
+    ``pooling="mean"`` averages the states of the real (non-padding) tokens. ``causal=True`` adds a causal mask to
+    every layer (token ``t`` attends to tokens ``0 .. t`` only), which by itself tells a token how many tokens precede
+    it, even without position vectors (chapter 5).
     """
 
     def __init__(self, n_vocab: int, n_classes: int, d_model: int = 64, n_heads: int = 4, n_layers: int = 2,
                  d_ff: int = 128, dropout: float = 0.1, max_len: int = 128, pad_id: int = 0, pooling: str = "cls",
-                 positional: str = "learned", activation: str = "gelu", norm_first: bool = False):
+                 positional: str = "learned", activation: str = "gelu", norm_first: bool = False,
+                 causal: bool = False):
         super().__init__()
         if pooling not in ("cls", "mean"):
             raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
-        self.pad_id, self.pooling = pad_id, pooling
+        self.pad_id, self.pooling, self.causal = pad_id, pooling, causal
         self.embed = TokenEmbedding(n_vocab, d_model, padding_idx=pad_id)
         self.positions = POSITIONAL[positional](d_model, max_len, dropout)
         self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, activation, norm_first)
@@ -186,7 +189,8 @@ class EncoderClassifier(nn.Module):
     def forward(self, ids: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, list]:
         """Token ids ``(B, T)`` -> logits ``(B, n_classes)`` (and the attention weights if asked)."""
         keys = ids != self.pad_id  # (B, T)
-        x, weights = self.encoder(self.positions(self.embed(ids)), combine_masks(keys), need_weights)
+        causal = causal_mask(ids.shape[-1], device=ids.device) if self.causal else None  # (T, T) or None
+        x, weights = self.encoder(self.positions(self.embed(ids)), combine_masks(keys, causal), need_weights)
         pooled = x[:, 0] if self.pooling == "cls" else mean_pool(x, keys)  # (B, d_model)
         logits = self.head(pooled)  # (B, n_classes)
         return (logits, weights) if need_weights else logits

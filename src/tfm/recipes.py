@@ -48,7 +48,8 @@ def train_date_translator(train_pairs: Pairs, src_vocab: Vocab, tgt_vocab: Vocab
         raise ValueError(f"steps must be >= 1, got {steps}")
     seed_everything(seed)  # the initial weights
     model = EncoderDecoder(date_translator_config(src_vocab, tgt_vocab)).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    # foreach: one call updates every parameter; on a CPU the same numbers as the default loop, in less time
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, foreach=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: faded_noam_rate(step, steps, warmup,
                                                                                           ramp=ramp))
     loss_fn = LabelSmoothingLoss(smoothing=smoothing, ignore_index=tgt_vocab.pad_id)

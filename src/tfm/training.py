@@ -110,13 +110,16 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
           optimizer: torch.optim.Optimizer, steps: int, scheduler=None, clip_norm: float | None = 1.0,
           time_limit: float | None = None, progress: bool | None = None,
           evaluate: Callable[[nn.Module], float] | None = None, eval_every: int = 50, accumulation: int = 1,
-          items: Callable[[tuple], int] | None = None, autocast: torch.dtype | None = None) -> dict[str, list[float]]:
+          items: Callable[[tuple], int] | None = None, autocast: torch.dtype | None = None,
+          stop_when: Callable[[dict[str, list[float]]], bool] | None = None) -> dict[str, list[float]]:
     """Run ``steps`` optimisation steps; return ``{"loss": [...], "lr": [...], "seconds": [...]}`` per step.
 
     ``next_batch()`` returns a batch, ``loss_step(model, batch)`` returns the scalar loss. The gradient's global norm
     is clipped to ``clip_norm`` before each step (``None`` turns clipping off): a rare large gradient then moves the
-    weights no further than an ordinary one. ``time_limit`` (seconds) stops early. A text progress bar (stderr) is
-    shown when :func:`progress_enabled`.
+    weights no further than an ordinary one. ``time_limit`` (seconds) stops early. ``stop_when(history)``, if given,
+    is called after every step with the history so far and stops the training when it returns True (e.g. once the
+    loss has stayed low for a few steps: a run that has learned need not use up its steps). A text progress bar
+    (stderr) is shown when :func:`progress_enabled`.
 
     ``evaluate(model)``, if given, returns a held-out loss; it is called in eval mode without gradients before the
     first step, every ``eval_every`` steps and after the last, and recorded in ``history["eval_step"]`` (the number
@@ -175,7 +178,8 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
             scheduler.step()
         history["loss"].append(step_loss)
         history["seconds"].append(time.perf_counter() - started)
-        stop = time_limit is not None and history["seconds"][-1] > time_limit
+        stop = ((time_limit is not None and history["seconds"][-1] > time_limit)
+                or (stop_when is not None and bool(stop_when(history))))
         if evaluate is not None and ((step + 1) % eval_every == 0 or step + 1 == steps or stop):
             _record_evaluation(model, evaluate, history, step + 1)
             model.train()

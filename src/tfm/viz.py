@@ -48,31 +48,43 @@ def plot_attention(weights: Tensor, query_tokens: Sequence[str], key_tokens: Seq
 
 def plot_heads(weights: Tensor, query_tokens: Sequence[str], key_tokens: Sequence[str] | None = None,
                ncols: int = 4, title: str | None = None, head_names: Sequence[str] | None = None,
-               colorbar: bool = False) -> plt.Figure:
+               colorbar: bool = False, annotate: bool = False, fontsize: float = 7.0,
+               panel_size: tuple[float, float] = (3.2, 3.0)) -> plt.Figure:
     """A grid with one heatmap per head of ``weights (h, T, S)``; ``colorbar=True`` adds one colour bar shared by all
-    heads (every panel uses the same scale, 0 to 1)."""
+    heads (every panel uses the same scale, 0 to 1); ``annotate=True`` writes each weight in its cell (two decimals).
+    ``fontsize`` is the size of the token labels (titles and axis labels are a little larger), ``panel_size`` the
+    width and height of one head's panel in inches."""
     if weights.dim() != 3:
         raise ValueError(f"plot_heads expects weights of shape (h, T, S), got {tuple(weights.shape)}")
     key_tokens = query_tokens if key_tokens is None else key_tokens
     n_heads = weights.shape[0]
     ncols = min(ncols, n_heads)
     nrows = math.ceil(n_heads / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), squeeze=False, layout="constrained")
+    width, height = panel_size
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False,
+                             layout="constrained")
     for head, ax in enumerate(axes.flat):
         if head >= n_heads:
             ax.axis("off")
             continue
         w = _as_matrix(weights[head], "plot_heads")
         image = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(query_tokens)), query_tokens, fontsize=7)
-        ax.set_title(head_names[head] if head_names else f"head {head}", fontsize=9)
-        ax.set_xlabel("key", fontsize=8)
-        ax.set_ylabel("query", fontsize=8)
+        ax.set_xticks(range(len(key_tokens)), key_tokens, rotation=90, fontsize=fontsize)
+        ax.set_yticks(range(len(query_tokens)), query_tokens, fontsize=fontsize)
+        ax.set_title(head_names[head] if head_names else f"head {head}", fontsize=fontsize + 2)
+        ax.set_xlabel("key", fontsize=fontsize + 1)
+        ax.set_ylabel("query", fontsize=fontsize + 1)
+        if annotate:
+            for i in range(w.shape[0]):
+                for j in range(w.shape[1]):
+                    ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=fontsize,
+                            color="white" if w[i, j] > 0.6 else "black")
     if colorbar:
-        fig.colorbar(image, ax=axes, shrink=0.9, label="attention weight")
+        bar = fig.colorbar(image, ax=axes, shrink=0.9)
+        bar.set_label("attention weight", fontsize=fontsize + 1)
+        bar.ax.tick_params(labelsize=fontsize)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=fontsize + 4)
     return fig
 
 

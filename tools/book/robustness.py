@@ -12,7 +12,9 @@ A claim is declared where it is made: a code cell of a chapter carries, in its m
 
 where "value" is a Python expression evaluated in the notebook's namespace right after that cell, and "at_least"
 (or "at_most") is the bound that the cell asserts ("format": "yes" marks a yes/no claim, valued 1 or 0, with
-"at_least": 1). For each numeric path and each seed offset k, the notebook is
+"at_least": 1 or "at_most": 0). A claim without a bound is recorded, not asserted: an outcome that varies from run
+to run, which the prose quotes as a count ("learned in 9 of 15 runs"). For each numeric path and each seed offset k,
+the notebook is
 executed from a copy, up to its last claim, with TFM_SEED_OFFSET=k (every `tfm.seed_everything` and `tfm.generator`
 seed shifts by k; the data sets stay the same), and the values are read back. Errors do not stop a run: a seed that
 breaks a notebook's assertion is recorded as such. The table gives each claim's range over all runs and whether the
@@ -115,8 +117,10 @@ def tabulate(runs: list[dict], paths: list[Path], seeds: int, path_names: list[s
             values = [r["values"].get(claim["name"]) for r in mine]
             seen = [v for v in values if v is not None]
             spec = claim.get("format", ".3g")
-            if spec == "yes":  # a yes/no claim, recorded as 1 or 0
-                bound = "yes"
+            if "at_least" not in claim and "at_most" not in claim:  # recorded, not asserted: it varies
+                bound = "not asserted"
+            elif spec == "yes":  # a yes/no claim, recorded as 1 or 0
+                bound = "yes" if "at_least" in claim else "no"
             else:
                 bound = (f"≥ {format(claim['at_least'], spec)}" if "at_least" in claim else
                          f"≤ {format(claim['at_most'], spec)}")

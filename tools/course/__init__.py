@@ -5,7 +5,9 @@
 - grading_guard.py  the audit hook loaded into grading kernels: no deleting files, starting programs, ending kernels
 - slides.py         one reveal.js deck per course session, from the chapters' slide-tagged cells (`make slides`)
 - pdf.py            the book as one PDF, printed by headless Chromium (`make pdf`)
-- vendor.py         pinned npm copies of reveal.js, MathJax, d3 and jQuery, so that nothing loads from a CDN
+- vendor.py         pinned npm copies of MathJax, d3, jQuery and reveal.js, so that nothing loads from a CDN
+- website.py        the website's Sphinx extension (_config.yml): MathJax, d3 and jQuery served from the site itself,
+                    and fixes of the pages the toolchain writes (a script declared twice, bibliography list items)
 - browser.py        a local server and a Chromium page with the network cut off (PDF, slides and browser tests)
 
 Imports from tools.book (the exercise structure, the notebooks, the student edition), never the other way round.

@@ -10,7 +10,7 @@ needs nothing that the browser test does not already install (Debian's chromium,
 book as readers see it on the website: the same MathJax with the same macros, the same figures and outputs.
 
 How: copy the book files into a temporary folder, build it with `--builder singlehtml` (one HTML page, parts and
-chapters numbered as on the website) with MathJax loaded from the npm copy (vendor.py) instead of a CDN, serve
+chapters numbered as on the website; like the website, it serves its own MathJax, d3 and jQuery: website.py), serve
 it on 127.0.0.1, open it in an offline page (browser.py), wait until MathJax has typeset, the images have
 loaded and chapter 8's views have drawn, add print CSS and a table of contents built from the page's own navigation,
 and print to A4 with page numbers and PDF bookmarks.
@@ -19,7 +19,6 @@ and print to A4 with page numbers and PDF bookmarks.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,9 +31,6 @@ from tools import ROOT
 from tools.course import browser, vendor
 
 DEFAULT_OUT = ROOT / "build" / "pdf" / "transformer-token-by-token.pdf"
-# In the copy, an html_extra_path folder: its _static/mathjax lands in the site's _static, where a relative
-# mathjax_path points. Not under html_static_path: every *.js there would be injected into the page as a script.
-EXTRA_DIR = "_pdf_extra"
 
 # Print styles: the website's chrome hidden (and the theme's own print contents, which lists the chapters without
 # their parts: ours, from _toc.yml, replaces it), each part/chapter/appendix on a new page, long lines wrapped.
@@ -117,16 +113,6 @@ TOC_JS = """
 }
 """
 
-# Ready to print: MathJax has typeset, every image has loaded, every bertviz view (chapter 8) has drawn its SVG.
-READY_JS = """
-async () => {
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
-  await Promise.all([...document.images].map(img => img.complete ? null :
-    new Promise(done => { img.onload = img.onerror = done; })));
-  return [...document.querySelectorAll('[id^="bertviz-"]')].every(view => view.querySelector('svg'));
-}
-"""
-
 FOOTER = ('<div style="font-size:8pt; width:100%; text-align:center; color:#555;">'
           '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
 
@@ -137,14 +123,10 @@ def book_parts(book: Path = ROOT) -> list[tuple[str, list[str]]]:
     return [(part["caption"], [entry["file"] for entry in part["chapters"]]) for part in toc["parts"]]
 
 
-def prepare(book: Path, node_modules: Path) -> None:
-    """Point the copy's MathJax at the npm copy (served from the site, not injected as a static script)."""
-    shutil.copytree(node_modules / "mathjax" / "es5", book / EXTRA_DIR / "_static" / "mathjax")
+def prepare(book: Path) -> None:
+    """Ready the copy's configuration for the one-page build."""
     config_path = book / "_config.yml"
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-    sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
-    sphinx["mathjax_path"] = "mathjax/tex-chtml.js"
-    sphinx["html_extra_path"] = [*sphinx.get("html_extra_path", []), EXTRA_DIR]
     # sphinx-jupyterbook-latex adds nodes that only the html and latex builders know; singlehtml stops on them.
     config.setdefault("latex", {})["use_jupyterbook_latex"] = False
     config_path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
@@ -161,12 +143,12 @@ def build_singlehtml(book: Path) -> Path:
     return site
 
 
-def print_pdf(site: Path, out: Path, node_modules: Path, title: str, parts: list) -> dict:
+def print_pdf(site: Path, out: Path, title: str, parts: list) -> dict:
     """Print the one-page site to `out`; return what happened (titles, network requests refused, JS errors)."""
-    with browser.serve(site) as base, browser.offline_page(base, node_modules, {"width": 1100, "height": 1400}) as off:
+    with browser.serve(site) as base, browser.offline_page(base, {"width": 1100, "height": 1400}) as off:
         page = off.page
         page.goto(f"{base}/intro.html", wait_until="load", timeout=180_000)
-        drawn = page.evaluate(READY_JS)
+        drawn = page.evaluate(browser.READY_JS)
         titles = page.evaluate(TOC_JS, [title, parts])
         page.add_style_tag(content=PRINT_CSS)
         page.emulate_media(media="print")
@@ -177,19 +159,19 @@ def print_pdf(site: Path, out: Path, node_modules: Path, title: str, parts: list
         return {"titles": titles, "views_drawn": drawn, "aborted": off.aborted, "errors": off.errors}
 
 
-def build(out: Path = DEFAULT_OUT, node_modules: Path | None = None, files: list[str] | None = None) -> dict:
+def build(out: Path = DEFAULT_OUT, files: list[str] | None = None) -> dict:
     """The PDF edition into `out` (with `files`, only those chapters and appendices: see browser.copy_book); return a
     summary (see print_pdf) with the parts printed and the seconds each step took."""
-    node_modules = node_modules or vendor.ensure()
+    vendor.ensure()  # here rather than in the build, where a missing npm would only be a warning
     title = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["title"]
     with tempfile.TemporaryDirectory(prefix="tfm-pdf-") as tmp:
         book = browser.copy_book(Path(tmp) / "book", files)
-        prepare(book, node_modules)
+        prepare(book)
         start = time.perf_counter()
         site = build_singlehtml(book)
         built = time.perf_counter()
         parts = book_parts(book)
-        summary = print_pdf(site, out, node_modules, title, parts)
+        summary = print_pdf(site, out, title, parts)
         summary["parts"] = parts
         summary["seconds"] = {"build": round(built - start, 1), "print": round(time.perf_counter() - built, 1)}
     return summary

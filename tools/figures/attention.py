@@ -56,6 +56,8 @@ def softmax_rows(scores, allowed=None):
 # --------------------------------------------------------------------------------------------------------------------
 def qkv_flow() -> None:
     # Chapter 1's worked example: every number drawn is computed here from X and the matrices, as chapter 1 does.
+    # Portrait, one column per token, so that the figure keeps readable text on a phone (about 360 px wide): the
+    # steps run from top to bottom, the query of "chase" runs across every column.
     tokens, X, W_Q, W_K, W_V = story()
     query_index = tokens.index("chase")
     q = X[query_index] @ W_Q  # (d_k,) = (1, 1)
@@ -66,84 +68,100 @@ def qkv_flow() -> None:
     weighted = weights[:, None] * values  # (T, d_v)
     output = weighted.sum(axis=0)  # (0.80, 0.63)
 
-    width, height = 12.45, 7.85
-    fig, ax = new_figure(width, height, font_scale=1.35)
-    pitch = 1.08
-    ys = [height - 2.45 - t * pitch for t in range(len(tokens))]  # row centres
-    lane = 0.22  # the key lane above a row's centre, the value lane below it
-    bh = 0.38  # height of a key, value or score box
-    x_x, w_x = 0.5, 1.75  # token vectors x_t
-    x_kv, w_kv = 2.95, 1.15  # keys and values
-    x_s, w_s = 4.7, 2.1  # scores
-    x_bus = x_s + 0.22  # the query's bus line enters every score box from above
-    x_w, w_w = 7.25, 0.85  # weight bars
-    x_p, w_p = 9.0, 1.5  # a_t v_t
-    x_z = 10.9  # the output z
+    pitch, margin = 1.44, 0.3  # column pitch; the query's route runs in the left margin
+    width, height = margin + pitch * len(tokens) + 0.05, 9.1
+    fig, ax = new_figure(width, height, font_scale=1.4)
+    centres = [margin + pitch * (t + 0.5) for t in range(len(tokens))]
+    bw = pitch - 0.08  # width of a full box
+    left = -0.27  # the key's track (score, weight) runs left of a column's centre...
+    lane = 0.5  # ...and the value's green lane right of it
+    tw = 0.9  # width of a box on the key's track
+    y_q = height - 0.45  # the query box
+    y_tok, h_tok = height - 1.65, 0.95  # token boxes (centre, height)
+    y_kv, h_kv = height - 3.05, 0.72  # key and value boxes
+    y_bus = height - 3.85  # the query's bus line
+    y_s, h_s = height - 4.65, 0.62  # score boxes
+    y_w = height - 5.85  # weight bars
+    y_p, h_p = height - 7.0, 0.5  # the products a_t v_t
+    y_z = 0.5  # the output z
 
-    # Column headings.
-    head_y = ys[0] + 0.62
-    for x, text in [(x_x + w_x / 2, "token $x_t$\n(row $t$ of $X$)"), (x_kv + w_kv / 2, "key $k_t$\nvalue $v_t$"),
-                    (x_s + w_s / 2 + 0.2, "score\n$q \\cdot k_t / \\sqrt{d_k}$"),
-                    (x_w + 0.6, "weight $a_t$\n(softmax over $t$)"), (x_p + w_p / 2, "$a_t\\,v_t$")]:
-        ax.text(x, head_y, text, ha="center", va="bottom", fontsize=fs(10.5), fontweight="bold", linespacing=1.3)
-
-    for t, (tok, y) in enumerate(zip(tokens, ys, strict=True)):
+    for t, (tok, cx) in enumerate(zip(tokens, centres, strict=True)):
         is_query = t == query_index
-        box(ax, x_x, y - 0.42, w_x, 0.84, f"\u201c{tok}\u201d\n{vec(X[t])}", size=10,
-            face=LIGHT_ORANGE if is_query else LIGHT_GREY, linespacing=1.5)
-        # The two projections of every token: its key and its value.
-        for sign, W_name, out, face in [(1, "K", keys[t], LIGHT_BLUE), (-1, "V", values[t], LIGHT_GREEN)]:
-            yl = y + sign * lane
-            arrow(ax, (x_x + w_x, yl), (x_kv, yl))
-            ax.text(x_x + w_x + 0.35, yl + sign * 0.04, f"$\\cdot W_{W_name}$", ha="center",
-                    va="bottom" if sign > 0 else "top", fontsize=fs(9.5))
-            box(ax, x_kv, yl - bh / 2, w_kv, bh, vec(out), face=face, size=10)
-        # key -> score (upper lane); the value rides the lower lane to the product, under the score and the weight.
-        arrow(ax, (x_kv + w_kv, y + lane), (x_s, y + lane))
-        box(ax, x_s, y + lane - bh / 2, w_s, bh, f"{num(dots[t], 'g')}/$\\sqrt{{2}}$ = {num(scores[t])}", size=10)
-        ax.plot([x_kv + w_kv, x_p - 0.1], [y - lane, y - lane], color=GREEN, lw=1.4, zorder=1)
-        arrow(ax, (x_p - 0.4, y - lane), (x_p, y - lane), colour=GREEN, lw=1.4)
-        # score -> weight bar (width proportional to a_t) -> product
-        arrow(ax, (x_s + w_s, y + lane), (x_w, y + lane))
-        ax.add_patch(Rectangle((x_w, y + lane - 0.15), w_w, 0.3, facecolor="white", edgecolor=GREY, linewidth=0.8))
-        ax.add_patch(Rectangle((x_w, y + lane - 0.15), w_w * weights[t] / weights.max(), 0.3, facecolor=ORANGE,
-                               edgecolor="none"))
-        ax.text(x_w + w_w + 0.06, y + lane, num(weights[t]), ha="left", va="center", fontsize=fs(10))
-        arrow(ax, (x_w + w_w + 0.5, y + lane), (x_p, y + lane))
-        box(ax, x_p, y - 0.42, w_p, 0.84, vec(weighted[t], ".2f"), face=LIGHT_GREEN, size=10)
+        vector = vec(X[t])
+        if len(vector) > 13:  # "(0.5, 0, 0, 0.5)": on two lines, after its second comma
+            cut = vector.index(",", vector.index(",") + 1) + 1
+            vector = vector[:cut] + "\n" + vector[cut + 1:]
+        box(ax, cx - bw / 2, y_tok - h_tok / 2, bw, h_tok, f"\u201c{tok}\u201d\n{vector}", size=10,
+            face=LIGHT_ORANGE if is_query else LIGHT_GREY, linespacing=1.35)
+        # x_t -> its key and its value, in one box of two halves
+        arrow(ax, (cx, y_tok - h_tok / 2), (cx, y_kv + h_kv / 2))
+        if t == 0:  # the same two projections in every column: labelled once
+            ax.text(cx + 0.06, (y_tok - h_tok / 2 + y_kv + h_kv / 2) / 2, "$\\cdot W_K$\n$\\cdot W_V$", ha="left",
+                    va="center", fontsize=fs(9.5), linespacing=1.2)
+        box(ax, cx - bw / 2, y_kv, bw, h_kv / 2, f"$k$ = {vec(keys[t])}", face=LIGHT_BLUE, size=10)
+        box(ax, cx - bw / 2, y_kv - h_kv / 2, bw, h_kv / 2, f"$v$ = {vec(values[t])}", face=LIGHT_GREEN,
+            size=10)
+        # key -> score (the key's track); the value rides its green lane down to the product
+        x_track = cx + left
+        arrow(ax, (x_track, y_kv - h_kv / 2), (x_track, y_s + h_s / 2), colour=BLUE)
+        ax.plot([cx + lane, cx + lane], [y_kv - h_kv / 2, y_p + h_p / 2 + 0.1], color=GREEN, lw=1.4, zorder=1)
+        arrow(ax, (cx + lane, y_p + h_p / 2 + 0.3), (cx + lane, y_p + h_p / 2), colour=GREEN, lw=1.4)
+        box(ax, x_track - tw / 2, y_s - h_s / 2, tw, h_s, f"{num(dots[t], 'g')}/$\\sqrt{{2}}$\n= {num(scores[t])}",
+            size=10, linespacing=1.3)
+        # score -> weight bar (length proportional to a_t, the number above it) -> product
+        arrow(ax, (x_track, y_s - h_s / 2), (x_track, y_w + 0.42))
+        ax.text(x_track, y_w + 0.3, num(weights[t]), ha="center", va="center", fontsize=fs(10.5))
+        ax.add_patch(Rectangle((x_track - tw / 2, y_w - 0.12), tw, 0.24, facecolor="white", edgecolor=GREY,
+                               linewidth=0.8))
+        ax.add_patch(Rectangle((x_track - tw / 2, y_w - 0.12), tw * weights[t] / weights.max(), 0.24,
+                               facecolor=ORANGE, edgecolor="none"))
+        arrow(ax, (x_track, y_w - 0.12), (x_track, y_p + h_p / 2))
+        box(ax, cx - bw / 2, y_p - h_p / 2, bw, h_p, vec(weighted[t], ".2f"), face=LIGHT_GREEN, size=10)
 
-    # The query: x_chase W_Q, carried from the row of "chase" round the left margin to its box, then down a bus line
-    # into every score box (over a white halo where it crosses the value lanes).
-    y_q = height - 0.5
-    x_margin = 0.22
-    q_left, q_w = x_bus - 1.45, 2.9
-    route_x = [x_x, x_margin, x_margin, q_left]
-    route_y = [ys[query_index], ys[query_index], y_q, y_q]
-    halo_line(ax, route_x[:-1] + [q_left - 0.1], route_y, ORANGE)
-    arrow(ax, (q_left - 0.3, y_q), (q_left, y_q), colour=ORANGE, lw=1.6)
-    ax.text((x_margin + q_left) / 2, y_q + 0.06, "$\\cdot W_Q$", ha="center", va="bottom", fontsize=fs(10.5),
-            color=ORANGE)
-    box(ax, q_left, y_q - 0.25, q_w, 0.5, f"query  $q = x_{{\\mathrm{{chase}}}} W_Q$ = {vec(q)}", face=LIGHT_ORANGE,
+    # Row labels in the gaps, at the left of the first column's track.
+    for y, text in [((y_kv - h_kv / 2 + y_bus) / 2 - 0.02, ""),
+                    ((y_s - h_s / 2 + y_w + 0.42) / 2, "softmax over $t$"),
+                    ((y_w - 0.12 + y_p + h_p / 2) / 2, "$a_t\\,v_t$")]:
+        if text:
+            ax.text(centres[0] + left + 0.08, y, text, ha="left", va="center", fontsize=fs(9.5), color=GREY,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0}, zorder=4)
+
+    # The query: x_chase W_Q, from the token box of "chase" up into the query box, then round the left margin and
+    # along the bus line into every score box (over a white halo where it crosses a key's arrow or a value's lane).
+    cq = centres[query_index]
+    q_w = 3.3
+    q_left = cq - 0.9
+    arrow(ax, (cq, y_tok + h_tok / 2), (cq, y_q - 0.25), colour=ORANGE, lw=1.6)
+    ax.text(cq + 0.08, (y_tok + h_tok / 2 + y_q - 0.25) / 2, "$\\cdot W_Q$", ha="left", va="center",
+            fontsize=fs(10), color=ORANGE)
+    box(ax, q_left, y_q - 0.25, q_w, 0.5, f"query $q = x_{{\\mathrm{{chase}}}} W_Q$ = {vec(q)}", face=LIGHT_ORANGE,
         edge=ORANGE, size=10.5)
-    top = y_q - 0.25
-    for y in ys:
-        box_top = y + lane + bh / 2
-        halo_line(ax, [x_bus, x_bus], [top, box_top + 0.1], ORANGE)
-        arrow(ax, (x_bus, box_top + 0.25), (x_bus, box_top), colour=ORANGE, lw=1.6)
-        top = y + lane - bh / 2
-    ax.text(q_left + q_w + 0.25, y_q - 0.15, "Every token has a query $x_t W_Q$;\nthis figure follows\nthe query of "
-            "\u201cchase\u201d.", ha="left", va="center", fontsize=fs(10), color=GREY, linespacing=1.4)
+    note = "every token has a query\n$x_t W_Q$; this figure\nfollows that of \u201cchase\u201d"
+    ax.text(q_left + q_w + 0.12, y_q - 0.1, note, ha="left", va="center", fontsize=fs(9), color=GREY,
+            linespacing=1.25)
+    x_margin = margin / 2
+    halo_line(ax, [q_left, x_margin, x_margin, centres[-1] + left - tw / 2 + 0.12],
+              [y_q, y_q, y_bus, y_bus], ORANGE)
+    for cx in centres:
+        x_drop = cx + left - tw / 2 + 0.12
+        halo_line(ax, [x_drop, x_drop], [y_bus, y_s + h_s / 2 + 0.15], ORANGE)
+        arrow(ax, (x_drop, y_s + h_s / 2 + 0.3), (x_drop, y_s + h_s / 2), colour=ORANGE, lw=1.6)
+    ax.text(centres[0] + left - tw / 2 + 0.25, y_bus + 0.06, "$q \\cdot k_t / \\sqrt{d_k}$", ha="left", va="bottom",
+            fontsize=fs(9.5), color=ORANGE, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0}, zorder=4)
 
-    # The output: the sum of the last column.
-    y_top, y_bottom = ys[0] + 0.42, ys[-1] - 0.42
-    ax.plot([x_p + w_p + 0.08, x_p + w_p + 0.18, x_p + w_p + 0.18, x_p + w_p + 0.08],
-            [y_top, y_top, y_bottom, y_bottom], color="black", lw=1.2)
-    y_mid = (y_top + y_bottom) / 2
-    arrow(ax, (x_p + w_p + 0.18, y_mid), (x_z, y_mid))
-    box(ax, x_z, y_mid - 0.5, width - x_z - 0.08, 1.0, f"$z$ =\n{vec(output, '.2f')}", face=LIGHT_GREEN, size=10,
-        fontweight="bold", linespacing=1.5)
-    ax.text(x_x, ys[-1] - 0.75, "$z = \\sum_t a_t\\,v_t$: the weights $a_t \\geq 0$ sum to 1, so $z$ is a weighted "
-            "average of the values.", ha="left", va="center", fontsize=fs(10.5))
+    # The output: the sum of the products.
+    y_top = y_p - h_p / 2 - 0.12
+    x_first, x_last = centres[0] - bw / 2, centres[-1] + bw / 2
+    ax.plot([x_first, x_first, x_last, x_last], [y_top + 0.08, y_top - 0.02, y_top - 0.02, y_top + 0.08],
+            color="black", lw=1.2)
+    x_mid = (x_first + x_last) / 2
+    arrow(ax, (x_mid, y_top - 0.02), (x_mid, y_z + 0.4))
+    ax.text(x_mid + 0.1, (y_top + y_z + 0.4) / 2, "sum over $t$", ha="left", va="center", fontsize=fs(9.5),
+            color=GREY)
+    box(ax, x_mid - 1.3, y_z - 0.4, 2.6, 0.8, f"$z$ = {vec(output, '.2f')}", face=LIGHT_GREEN, size=11,
+        fontweight="bold")
+    ax.text(0.1, y_z + 0.05, "the weights $a_t \\geq 0$\nsum to 1: $z$ is a\nweighted average\nof the values $v_t$",
+            ha="left", va="center", fontsize=fs(9), color=GREY, linespacing=1.25)
     save(fig, "qkv_flow.svg")
 
 
