@@ -13,9 +13,9 @@ import torch.nn.functional as F
 import tfm
 from tfm.distributed import (
     data_parallel_steps,
+    data_parallel_tour,
     rank_slice,
     ring_all_reduce_bytes,
-    sharded_steps,
     single_process_steps,
     spawn,
     zero_memory_per_device,
@@ -26,35 +26,43 @@ def tiny_lm() -> torch.nn.Module:
     return tfm.CausalLM(20, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_len=16)
 
 
-def ddp_then_fsdp(rank: int, world_size: int, make_model, batches) -> tuple:
-    """Both kinds of data parallelism in one pair of processes (each spawn costs two Python start-ups)."""
-    return data_parallel_steps(rank, world_size, make_model, batches), sharded_steps(rank, world_size, make_model,
-                                                                                      batches)
-
-
 @pytest.fixture(scope="module")
 def two_ranks():
+    """DDP, a hand-built ring all-reduce and FSDP in one pair of processes (each spawn costs two Python start-ups)."""
     g = torch.Generator().manual_seed(0)
     batches = [(torch.randint(0, 20, (4, 8), generator=g), torch.randint(0, 20, (4, 8), generator=g))
                for _ in range(3)]
-    return spawn(ddp_then_fsdp, 2, tiny_lm, batches, backend="gloo"), single_process_steps(tiny_lm, batches)
+    return (spawn(data_parallel_tour, 2, tiny_lm, batches, backend="gloo"),
+            single_process_steps(tiny_lm, batches, every_step=True))
 
 
-def test_two_processes_under_ddp_equal_one_process_on_the_combined_batch(two_ranks):
-    ranks, one = two_ranks
-    ddp = [r[0] for r in ranks]
+def test_two_processes_under_ddp_equal_one_process_on_the_combined_batch_after_every_step(two_ranks):
+    ranks, steps = two_ranks
     torch.manual_seed(0)
     initial = tiny_lm().state_dict()
-    assert ddp[0].keys() == one.keys()
-    for name in one:
-        assert torch.equal(ddp[0][name], ddp[1][name]), f"{name}: the ranks disagree"
-        assert (ddp[0][name] - one[name]).abs().max() < 1e-6, f"{name}: DDP differs from one process"
-    assert any((initial[n] - one[n]).abs().max() > 1e-3 for n in initial), "no step was taken"
+    for step, one in enumerate(steps):
+        ddp = [r["ddp"][step] for r in ranks]
+        assert ddp[0].keys() == one.keys()
+        for name in one:
+            assert torch.equal(ddp[0][name], ddp[1][name]), f"step {step}, {name}: the ranks disagree"
+            assert (ddp[0][name] - one[name]).abs().max() < 1e-6, f"step {step}, {name}: DDP differs from one process"
+    assert any((initial[n] - steps[-1][n]).abs().max() > 1e-3 for n in initial), "no step was taken"
+
+
+def test_ddp_all_reduces_the_gradient_and_a_ring_sends_2_n_minus_1_over_n_of_it(two_ranks):
+    ranks, _ = two_ranks
+    n_values = sum(p.numel() for p in tiny_lm().parameters())  # the tied output weight counts once
+    for r in ranks:
+        assert r["n_values"] == n_values
+        assert r["all_reduce_bytes"] == [4 * n_values] * 3  # DDP's buckets: every float32 gradient, every step
+        assert r["ring_bytes_sent"] == ring_all_reduce_bytes(n_values, 2)
+        assert r["ring_max_difference"] <= 1e-6  # the hand-built ring's sum against dist.all_reduce
 
 
 def test_fully_sharded_training_equals_one_process_and_halves_the_parameters_per_rank(two_ranks):
-    ranks, one = two_ranks
-    for r in (rank[1] for rank in ranks):
+    ranks, steps = two_ranks
+    one = steps[-1]
+    for r in (rank["fsdp"] for rank in ranks):
         for name, weight in r["weights"].items():
             assert (weight - one[name]).abs().max() < 1e-6, f"{name}: FSDP differs from one process"
         # each rank holds half of every parameter (a dimension of odd size splits one row unevenly)
@@ -142,16 +150,17 @@ def test_spawned_failure_is_reported():
         spawn(functools.partial(divmod, 1), 1, 0, backend="gloo")  # divmod(1, rank, world_size, 0): a TypeError
 
 
-def test_the_launcher_runs_in_one_process_and_names_a_batch_it_cannot_split(tmp_path):
-    import subprocess
+def test_the_launcher_runs_in_one_process_and_names_a_batch_it_cannot_split(tmp_path, monkeypatch, capsys):
+    import runpy
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "examples" / "train_lm.py"
-    run = subprocess.run([sys.executable, str(script), "--steps", "2", "--length", "16", "--batch", "4",
-                          "--accumulation", "2", "--out", str(tmp_path / "w.pt")], capture_output=True, text=True)
-    assert run.returncode == 0 and "held-out loss" in run.stdout, run.stderr[-2000:]
+    script = str(Path(__file__).resolve().parents[1] / "examples" / "train_lm.py")  # run here: no second start-up
+    monkeypatch.setattr(sys, "argv", [script, "--steps", "2", "--length", "16", "--batch", "4", "--accumulation", "2",
+                                      "--merges", "20", "--out", str(tmp_path / "w.pt")])
+    runpy.run_path(script, run_name="__main__")
+    assert "held-out loss" in capsys.readouterr().out
     assert (tmp_path / "w.pt").exists()
-    bad = subprocess.run([sys.executable, str(script), "--steps", "1", "--batch", "4", "--accumulation", "3"],
-                         capture_output=True, text=True)
-    assert bad.returncode != 0 and "do not split into 3 micro-batches" in bad.stderr
+    monkeypatch.setattr(sys, "argv", [script, "--steps", "1", "--batch", "4", "--accumulation", "3"])
+    with pytest.raises(SystemExit, match="do not split into 3 micro-batches"):
+        runpy.run_path(script, run_name="__main__")

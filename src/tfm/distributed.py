@@ -88,10 +88,11 @@ def rank_slice(batch_size: int, rank: int, world_size: int) -> slice:
 
 def data_parallel_steps(rank: int, world_size: int, make_model: Callable[[], nn.Module],
                         batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float = 0.1,
-                        seed: int = 0) -> dict[str, torch.Tensor]:
+                        seed: int = 0, every_step: bool = False) -> dict[str, torch.Tensor] | list:
     """Train a fresh ``make_model()`` with DistributedDataParallel and SGD for one step per global batch
-    ``(inputs (B, T), targets (B, T))``, each rank on its slice; return the final weights (on the CPU). Run it with
-    :func:`spawn`. :func:`single_process_steps` is the same training in one process on the whole batches.
+    ``(inputs (B, T), targets (B, T))``, each rank on its slice; return the final weights (on the CPU), or with
+    ``every_step`` the list of the weights after each step. Run it with :func:`spawn`. :func:`single_process_steps` is
+    the same training in one process on the whole batches.
 
     SGD, because its step is linear in the gradient: DDP's gradients equal the big batch's up to float32 round-off,
     and so do the weights. Adam divides by the gradient's running size, so a gradient that is zero in exact arithmetic
@@ -104,6 +105,7 @@ def data_parallel_steps(rank: int, world_size: int, make_model: Callable[[], nn.
     model = make_model()
     ddp = DistributedDataParallel(model)  # broadcasts rank 0's weights: every rank starts from the same ones
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    weights = []
     for inputs, targets in batches:
         rows = rank_slice(len(inputs), rank, world_size)
         logits = ddp(inputs[rows])  # (B / world_size, T, n_vocab)
@@ -111,21 +113,28 @@ def data_parallel_steps(rank: int, world_size: int, make_model: Callable[[], nn.
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # DDP all-reduces the gradients: the mean over ranks of the per-rank means
         optimizer.step()
+        weights.append(_weights(model))
+    return weights if every_step else weights[-1]
+
+
+def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach().cpu().clone() for name, p in model.state_dict().items()}
 
 
 def single_process_steps(make_model: Callable[[], nn.Module], batches: list[tuple[torch.Tensor, torch.Tensor]],
-                         lr: float = 0.1, seed: int = 0) -> dict[str, torch.Tensor]:
+                         lr: float = 0.1, seed: int = 0, every_step: bool = False) -> dict[str, torch.Tensor] | list:
     """What :func:`data_parallel_steps` computes, in this process, without torch.distributed: the reference."""
     torch.manual_seed(seed)
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    weights = []
     for inputs, targets in batches:
         loss = F.cross_entropy(model(inputs).transpose(1, 2), targets)  # the mean over all tokens of the batch
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    return {name: p.detach().cpu().clone() for name, p in model.state_dict().items()}
+        weights.append(_weights(model))
+    return weights if every_step else weights[-1]
 
 
 def ring_all_reduce_bytes(n_values: int, world_size: int, bytes_per_value: int = 4) -> float:
@@ -174,3 +183,73 @@ def sharded_steps(rank: int, world_size: int, make_model: Callable[[], nn.Module
         optimizer.step()  # each rank updates its shard only
     weights = {name: p.full_tensor().detach().cpu().clone() for name, p in model.named_parameters()}
     return {"weights": weights, "local_bytes": local_bytes, "full_bytes": full_bytes}
+
+
+def ring_all_reduce(tensor: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Sum ``tensor`` over all ranks by hand, the way a ring all-reduce does, with point-to-point messages only; return
+    the sum and the bytes this rank sent. Each rank sends to the next rank of the ring and receives from the previous
+    one. The tensor is cut into N chunks: in N - 1 steps of *reduce-scatter* every rank passes one chunk on and adds
+    the chunk it receives to its own, until rank r holds the full sum of chunk r + 1; in N - 1 steps of *all-gather*
+    the summed chunks travel once more around the ring. Each step sends 1/N of the data: 2 (N - 1) / N in all
+    (:func:`ring_all_reduce_bytes`), whatever N is. Call it from a process group (:func:`spawn`)."""
+    rank, n = dist.get_rank(), dist.get_world_size()
+    flat = tensor.detach().flatten().clone()  # (numel,)
+    chunks = list(flat.chunk(n)) if len(flat) >= n else [flat] + [flat[:0]] * (n - 1)  # views of flat
+    sent = 0
+    after, before = (rank + 1) % n, (rank - 1) % n
+
+    def exchange(send_index: int, receive_index: int) -> torch.Tensor:
+        nonlocal sent
+        received = torch.empty_like(chunks[receive_index])
+        request = dist.isend(chunks[send_index].contiguous(), after)
+        dist.recv(received, before)
+        request.wait()
+        sent += chunks[send_index].numel() * chunks[send_index].element_size()
+        return received
+
+    for step in range(n - 1):  # reduce-scatter
+        chunks[(rank - step - 1) % n] += exchange((rank - step) % n, (rank - step - 1) % n)
+    for step in range(n - 1):  # all-gather: rank r starts with the full sum of chunk r + 1
+        chunks[(rank - step) % n].copy_(exchange((rank + 1 - step) % n, (rank - step) % n))
+    return flat.view_as(tensor), sent
+
+
+def data_parallel_tour(rank: int, world_size: int, make_model: Callable[[], nn.Module],
+                       batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float = 0.1,
+                       seed: int = 0) -> dict[str, Any]:
+    """Chapter 16 in one process group (each :func:`spawn` costs a Python start-up per rank): DDP's weights after every
+    step (:func:`data_parallel_steps`) and the bytes of gradients it hands to all-reduce per step, a hand-built
+    :func:`ring_all_reduce` of a gradient-sized tensor against ``dist.all_reduce`` (its largest difference and the
+    bytes it sent), and the same training fully sharded (:func:`sharded_steps`)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    from torch.nn.parallel import DistributedDataParallel
+
+    handed: list[int] = []
+
+    def counting_hook(state, bucket):  # DDP's own all-reduce, after noting the bytes of each bucket of gradients
+        handed.append(bucket.buffer().numel() * bucket.buffer().element_size())
+        return allreduce_hook(state, bucket)
+
+    torch.manual_seed(seed)
+    model = make_model()
+    ddp = DistributedDataParallel(model)
+    ddp.register_comm_hook(None, counting_hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    weights, per_step = [], []
+    for inputs, targets in batches:
+        rows = rank_slice(len(inputs), rank, world_size)
+        loss = F.cross_entropy(ddp(inputs[rows]).transpose(1, 2), targets[rows])
+        optimizer.zero_grad(set_to_none=True)
+        handed.clear()
+        loss.backward()
+        optimizer.step()
+        weights.append(_weights(model))
+        per_step.append(sum(handed))
+    n_values = sum(p.numel() for p in model.parameters())
+    local = torch.randn(n_values, generator=torch.Generator().manual_seed(seed + rank))  # (P,): differs per rank
+    by_hand, sent = ring_all_reduce(local)
+    reference = local.clone()
+    dist.all_reduce(reference)
+    return {"ddp": weights, "all_reduce_bytes": per_step, "n_values": n_values, "ring_bytes_sent": sent,
+            "ring_max_difference": (by_hand - reference).abs().max().item(),
+            "fsdp": sharded_steps(rank, world_size, make_model, batches, lr, seed)}

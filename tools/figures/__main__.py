@@ -1,10 +1,10 @@
 """Redraw every schematic figure (`make figures`)."""
 
-from tools.figures import attention, model, tokens
+from tools.figures import attention, model, tokens, training
 
 
 def main() -> None:
-    for draw in attention.FIGURES + model.FIGURES + tokens.FIGURES:
+    for draw in attention.FIGURES + model.FIGURES + tokens.FIGURES + training.FIGURES:
         draw()
 
 
