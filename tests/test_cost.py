@@ -238,3 +238,30 @@ def test_score_sized_tensors_lets_blocks_through():
     torch.testing.assert_close(result, tfm.attention(q, k, v)[0], atol=1e-5, rtol=1e-5)
     _, found = score_sized_tensors(lambda: torch.where(torch.ones(300, 300, dtype=torch.bool), 0.0, -1.0), 300, 300)
     assert found and found[0].startswith("where")  # a float copy of a whole (T, S) mask counts too
+
+
+def test_peak_bytes_is_the_most_held_at_once_not_the_total_allocated():
+    def freed_then_smaller():
+        a = torch.zeros(1000)  # 4,000 bytes
+        del a
+        return torch.zeros(500)  # 2,000 bytes, after the first was freed
+
+    def both_held():
+        return torch.zeros(1000), torch.zeros(500)
+
+    assert tfm.cost.peak_bytes(freed_then_smaller) == 4000
+    assert tfm.cost.peak_bytes(both_held) == 6000
+    assert tfm.cost.allocated_bytes(freed_then_smaller) == 6000
+
+
+def test_saved_tensor_bytes_counts_what_the_backward_pass_keeps():
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(8, 16)
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def step():
+        linear(x).relu().sum().backward()
+
+    # the linear layer keeps its input (4 x 8) and its weight (16 x 8), the ReLU its output (4 x 16), float32
+    assert tfm.cost.saved_tensor_bytes(step) == 4 * (4 * 8 + 16 * 8 + 4 * 16)
+    assert tfm.cost.saved_tensor_bytes(step, exclude=linear.parameters()) == 4 * (4 * 8 + 4 * 16)

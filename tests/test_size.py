@@ -1,4 +1,4 @@
-"""tfm stays small enough to read in an afternoon: the reference implementation about 1,550 lines of code, no module
+"""tfm stays small enough to read in an afternoon: the reference implementation about 1,600 lines of code, no module
 over 400; the helpers single chapters add (text, cost, vision, tokens, pretraining, and for the part "Language models
 today" the modern block, the count baselines and the in-context measurements) are counted apart, and the whole
 package stays under 3,400 lines."""
@@ -18,5 +18,5 @@ def test_modules_are_small():
     sizes = {p.name: code_lines(p) for p in SRC.glob("*.py")}
     assert max(sizes.values()) <= 400, sizes
     core = sum(n for name, n in sizes.items() if name in CORE)
-    assert core <= 1550, f"tfm's core has grown to {core} non-blank lines: {sizes}"
+    assert core <= 1600, f"tfm's core has grown to {core} non-blank lines: {sizes}"
     assert sum(sizes.values()) <= 3400, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"

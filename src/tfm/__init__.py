@@ -6,7 +6,8 @@ Layered so that each chapter can read its module without the ones above it:
 - floor 1: :mod:`tfm.attention`, :mod:`tfm.multihead`
 - floor 2: :mod:`tfm.layers`
 - floor 3: :mod:`tfm.model`, :mod:`tfm.vision`, :mod:`tfm.modern` (today's decoder block, Llama-style)
-- floor 4: :mod:`tfm.decoding`, :mod:`tfm.training`, :mod:`tfm.interop`
+- floor 4: :mod:`tfm.decoding`, :mod:`tfm.training`, :mod:`tfm.interop`, :mod:`tfm.distributed` (imported on
+  demand: ``import tfm.distributed``)
 - apart: :mod:`tfm.data`, :mod:`tfm.languages`, :mod:`tfm.corpus`, :mod:`tfm.bpe`, :mod:`tfm.ngram`,
   :mod:`tfm.incontext`, :mod:`tfm.lm`, :mod:`tfm.viz`, :mod:`tfm.check`
 """

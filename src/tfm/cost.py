@@ -16,7 +16,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -213,6 +213,45 @@ def score_sized_tensors(fn: Callable[[], object], T: int, S: int, pairs: int = 1
     with Spy():
         result = fn()
     return result, found
+
+
+def peak_bytes(fn: Callable[[], object], threads: int | None = None) -> int:
+    """The most bytes that PyTorch held on the CPU at any moment while ``fn()`` ran, above what it held before (the
+    profiler's allocations and frees, in time order). A training step's peak is where the forward pass has stored
+    every activation the backward pass needs; :func:`allocated_bytes` adds up every allocation instead."""
+    with _profiled(threads, profile_memory=True) as prof:
+        fn()
+    try:  # the raw records are not public API: fail clearly if a PyTorch release moves them
+        cpu = torch._C._autograd.DeviceType.CPU
+        events = sorted((e.start_ns(), e.nbytes()) for e in prof.kineto_results.events()
+                        if e.name() == "[memory]" and e.device_type() == cpu)
+    except AttributeError as error:
+        raise RuntimeError(f"peak_bytes reads the profiler's raw memory records (kineto_results), which this "
+                           f"PyTorch ({torch.__version__}) does not provide as expected: {error}") from error
+    held = peak = 0
+    for _, nbytes in events:  # an allocation is positive, a free negative
+        held += nbytes
+        peak = max(peak, held)
+    return peak
+
+
+def saved_tensor_bytes(fn: Callable[[], object], exclude: Iterable[torch.Tensor] = ()) -> int:
+    """Bytes of the tensors that autograd saves for the backward pass while ``fn()`` runs: the activations a training
+    step keeps. Each storage counts once (a tensor saved twice, or several views of one tensor, once); the storages of
+    ``exclude`` (pass ``model.parameters()``: the weights exist anyway) are left out. A counted, deterministic figure:
+    it depends on the shapes and dtypes saved, not on the allocator."""
+    left_out = {t.untyped_storage().data_ptr() for t in exclude}
+    seen: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in left_out:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        fn()
+    return sum(seen.values())
 
 
 MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")

@@ -89,10 +89,28 @@ def _in_notebook_kernel() -> bool:
     return ip is not None and any(cls.__name__ == "ZMQInteractiveShell" for cls in type(ip).__mro__)
 
 
+AUTOCAST_DTYPES = {"cpu": (torch.bfloat16, torch.float16), "cuda": (torch.float16, torch.bfloat16),
+                   "mps": (torch.float16, torch.bfloat16)}
+"""The low-precision dtypes autocast supports per device type (PyTorch only warns, and trains in float32, otherwise)."""
+
+
+def check_autocast(device: torch.device, dtype: torch.dtype | None) -> None:
+    """Raise a clear error unless ``dtype`` is None or an autocast dtype of ``device`` (bfloat16 on CUDA only where the
+    GPU supports it)."""
+    if dtype is None:
+        return
+    allowed = AUTOCAST_DTYPES.get(device.type, ())
+    if dtype not in allowed:
+        raise ValueError(f"autocast on {device.type} supports {[str(d) for d in allowed] or 'no dtype'}, got {dtype}")
+    if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise ValueError("this GPU does not support bfloat16: use torch.float16 (with a gradient scaler)")
+
+
 def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable[[nn.Module, tuple], Tensor],
           optimizer: torch.optim.Optimizer, steps: int, scheduler=None, clip_norm: float | None = 1.0,
           time_limit: float | None = None, progress: bool | None = None,
-          evaluate: Callable[[nn.Module], float] | None = None, eval_every: int = 50,
+          evaluate: Callable[[nn.Module], float] | None = None, eval_every: int = 50, accumulation: int = 1,
+          items: Callable[[tuple], int] | None = None, autocast: torch.dtype | None = None,
           stop_when: Callable[[dict[str, list[float]]], bool] | None = None) -> dict[str, list[float]]:
     """Run ``steps`` optimisation steps; return ``{"loss": [...], "lr": [...], "seconds": [...]}`` per step.
 
@@ -106,11 +124,24 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
     ``evaluate(model)``, if given, returns a held-out loss; it is called in eval mode without gradients before the
     first step, every ``eval_every`` steps and after the last, and recorded in ``history["eval_step"]`` (the number
     of steps taken) and ``history["eval_loss"]``. It must not draw from the training's random generators.
+
+    ``accumulation=k`` makes each step from k batches (micro-batches), gradients summed before the update. Without
+    ``items``, the k losses (each a mean over its batch) are averaged: equal to one k times larger batch only when
+    every micro-batch holds as many items. With ``items(batch)`` (e.g. the number of real, unpadded target tokens),
+    ``loss_step`` returns the *sum* over its batch's items and the step's loss is the sum over all k micro-batches
+    divided by their total items: the per-item mean of the big batch, exactly. ``autocast`` (e.g. ``torch.bfloat16``)
+    runs the forward passes under :func:`torch.autocast` on the model's device; float16 on CUDA adds a gradient
+    scaler. The loss recorded is the step's loss.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     if eval_every < 1:
         raise ValueError(f"eval_every must be >= 1, got {eval_every}")
+    if isinstance(accumulation, bool) or not isinstance(accumulation, int) or accumulation < 1:
+        raise ValueError(f"accumulation must be a positive int (micro-batches per step), got {accumulation!r}")
+    device = next(model.parameters()).device
+    check_autocast(device, autocast)
+    scaler = torch.amp.GradScaler("cuda") if autocast == torch.float16 and device.type == "cuda" else None
     show = progress_enabled() if progress is None else progress
     history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
     if evaluate is not None:
@@ -119,18 +150,33 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
     model.train()
     started = time.perf_counter()
     for step in _progress(range(steps), show):
-        loss = loss_step(model, next_batch())
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"the loss became {loss.item()} at step {step}")
+        batches = [next_batch() for _ in range(accumulation)]
+        total_items = sum(items(b) for b in batches) if items is not None else None
+        if total_items is not None and total_items < 1:
+            raise ValueError(f"the {accumulation} micro-batches of step {step} hold no items to average over")
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        step_loss = 0.0
+        for batch in batches:
+            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                loss = loss_step(model, batch)
+            loss = loss / (total_items if total_items is not None else accumulation)  # this batch's share
+            if not torch.isfinite(loss):
+                raise FloatingPointError(f"the loss became {loss.item()} at step {step}")
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            step_loss += loss.item()
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
         if clip_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
         history["lr"].append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
         if scheduler is not None:
             scheduler.step()
-        history["loss"].append(loss.item())
+        history["loss"].append(step_loss)
         history["seconds"].append(time.perf_counter() - started)
         stop = ((time_limit is not None and history["seconds"][-1] > time_limit)
                 or (stop_when is not None and bool(stop_when(history))))

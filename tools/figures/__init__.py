@@ -8,6 +8,7 @@ nothing changed.
 - tokens.py     chapter 12
 - language.py   chapter 14: the induction-head circuit
 - blocks.py     chapter 15: the 2017 block beside today's (Llama-style) block
+- training.py   chapter 16: what each ZeRO stage shards
 
 Each figure is one function listed in its module's FIGURES; change it and redraw, never edit an SVG by hand.
 """
