@@ -18,5 +18,6 @@ def test_modules_are_small():
     sizes = {p.name: code_lines(p) for p in SRC.glob("*.py")}
     assert max(sizes.values()) <= 400, sizes
     core = sum(n for name, n in sizes.items() if name in CORE)
-    assert core <= 1600, f"tfm's core has grown to {core} non-blank lines: {sizes}"
+    # 1,650: training gained accumulation, autocast and early stopping (chapters 6 and 16), decoding top-p (chapter 14)
+    assert core <= 1650, f"tfm's core has grown to {core} non-blank lines: {sizes}"
     assert sum(sizes.values()) <= 3400, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"

@@ -6,6 +6,7 @@
 - student_edition.py    the student edition: solutions removed (`make student`), or kept outputs for `make test`'s
                         student pass (`--keep-outputs`), which re-runs it on a second numeric path under strict nbval
 - exercises.py          the structure of an exercise (stub, check, hidden solution), read from a notebook
+- myst.py               MyST (roles, directives) as plain Markdown, for what is read outside the website
 - robustness.py         every trained claim over seeds and numeric paths (`make robustness`)
 - scaling.py            chapter 14's longer runs: its checkpoints and loss against model size (`make scaling`)
 - mutation_check.py     breaks tfm on purpose and checks that the tests notice (run by hand)
