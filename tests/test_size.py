@@ -20,4 +20,5 @@ def test_modules_are_small():
     core = sum(n for name, n in sizes.items() if name in CORE)
     # 1,650: training gained accumulation, autocast and early stopping (chapters 6 and 16), decoding top-p (chapter 14)
     assert core <= 1650, f"tfm's core has grown to {core} non-blank lines: {sizes}"
-    assert sum(sizes.values()) <= 3400, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"
+    # 3,700 for sixteen chapters (pretraining, lm, ngram, incontext, modern and distributed serve chapters 13-16)
+    assert sum(sizes.values()) <= 3700, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"

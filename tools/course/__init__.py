@@ -3,6 +3,9 @@
 - assignments.py    every chapter as an nbgrader assignment (`make assignments`)
 - grade.py          grades a folder of submissions with the book's exercise checks (`make grade`)
 - grading_guard.py  the audit hook loaded into grading kernels: no deleting files, starting programs, ending kernels
+- tampering.py      reads submitted answers for code that changes the grader instead of answering (scores 0)
+- hidden_tests.py   nbgrader hidden tests: other sizes and inputs than the public checks try
+- gradebook.py      one gradebook for the course, in the CSV layouts Canvas and Moodle import (`make gradebook`)
 - slides.py         one reveal.js deck per course session, from the chapters' slide-tagged cells (`make slides`)
 - pdf.py            the book as one PDF, printed by headless Chromium (`make pdf`)
 - vendor.py         pinned npm copies of MathJax, d3, jQuery and reveal.js, so that nothing loads from a CDN
