@@ -243,7 +243,7 @@ def test_check_answer_wants_the_exact_answer(capsys):
     check_answer(torch.tensor([0.67, 0.24]), (0.67, 0.24), name="w", atol=0.005)  # a tensor, float32 noise
     assert capsys.readouterr().out == ("✓ shape = [2, 3] is right\n✓ p = 0.500000001 is right\n"
                                        "✓ w = (0.6700000166893005, 0.23999999463558197) is right\n")
-    with pytest.raises(CheckFailed, match="close: give it to within 0.005"):
+    with pytest.raises(CheckFailed, match="close: give it to within 0.001"):  # no slip shown: "close" stays
         check_answer((0.68, 0.24), (0.665, 0.24), name="w", atol=0.005, hint="did you divide by sqrt(d_k)?")
     with pytest.raises(CheckFailed, match="did you divide by sqrt"):
         check_answer((0.87, 0.12), (0.67, 0.24), name="w", atol=0.005, hint="did you divide by sqrt(d_k)?")
@@ -287,3 +287,14 @@ def test_slip_hint_names_a_slip_only_when_the_answer_shows_it():
     assert slip_hint((0.5, 0.5), slips, "method") == "method"
     assert slip_hint((0.87, 0.12, 0.0), slips, "method") == "method"  # another shape is another answer
     assert slip_hint("abc", slips, "method") == "method"  # not numbers
+
+
+def test_a_named_slip_beats_close():
+    # a slip that lies within 10 x atol of the answer got "close: give it to within ..." (chapter 13's 0.03 for 0.015)
+    from tfm.check import CheckFailed, check_answer, slip_hint
+
+    hint = slip_hint(0.03, {0.03: "that counts [CLS]"}, "method")
+    with pytest.raises(CheckFailed, match="that counts"):
+        check_answer(0.03, 0.015, name="p", hint=hint, atol=0.005)
+    with pytest.raises(CheckFailed, match="close: give it to within 0.001"):  # no slip shown: "close" stays
+        check_answer(0.02, 0.015, name="p", hint=slip_hint(0.02, {0.03: "that counts [CLS]"}, "method"), atol=0.001)

@@ -67,6 +67,11 @@ def _matches(got: object, expected: object, atol: float) -> bool:
     return bool(got == expected)
 
 
+class _Slip(str):
+    """A hint that names the slip an answer shows: check_answer gives it even where the answer is near the right one
+    (a named slip is better advice than "close")."""
+
+
 def slip_hint(answer: object, slips: dict, otherwise: str) -> str:
     """The hint of ``slips`` (typical wrong answer -> hint) that ``answer`` shows, else ``otherwise``."""
     try:
@@ -76,7 +81,7 @@ def slip_hint(answer: object, slips: dict, otherwise: str) -> str:
     for wrong, hint in slips.items():
         wrong = torch.as_tensor(wrong, dtype=torch.float64)
         if given.shape == wrong.shape and torch.allclose(given, wrong, rtol=1e-3, atol=0.006):
-            return hint
+            return _Slip(hint)
     return otherwise
 
 
@@ -91,7 +96,7 @@ def check_answer(got: object, expected: object, name: str = "your answer", hint:
     value, target = _plain(got), _plain(expected)
     shown = value if hasattr(got, "tolist") else got  # a tensor is shown as numbers, anything else as given
     if not _matches(value, target, atol):
-        close = atol > 0 and _matches(value, target, 10 * atol)
+        close = atol > 0 and _matches(value, target, 10 * atol) and not isinstance(hint, _Slip)
         advice = f"close: give it to within {atol:g}" if close else hint
         raise CheckFailed(f"{name} = {shown!r} is not right" + (f": {advice}" if advice else ""))
     if not quiet:
