@@ -135,6 +135,24 @@ def test_autocast_runs_in_bfloat16_and_refuses_what_the_device_cannot_do():
         tfm.train(model, lambda: batch, loss_step, optimizer, steps=1, accumulation=0)
 
 
+def test_float16_gets_a_gradient_scaler_on_the_cpu_too(monkeypatch):
+    made = []
+
+    class Spy(torch.amp.GradScaler):
+        def __init__(self, device, *args, **kwargs):
+            made.append(device)
+            super().__init__(device, *args, **kwargs)
+
+    monkeypatch.setattr(torch.amp, "GradScaler", Spy)
+    model = tiny_lm()
+    batch = (torch.randint(0, 20, (2, 8)), torch.randint(0, 20, (2, 8)))
+    loss_step = lambda m, b: F.cross_entropy(m(b[0]).transpose(1, 2).float(), b[1])  # noqa: E731
+    tfm.train(model, lambda: batch, loss_step, torch.optim.SGD(model.parameters(), lr=0.1), steps=2,
+              autocast=torch.float16)
+    assert made == ["cpu"], "float16 without a gradient scaler: small gradients would underflow"
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
 def test_memory_and_traffic_arithmetic():
     assert ring_all_reduce_bytes(1_000, world_size=1) == 0
     assert ring_all_reduce_bytes(1_000, world_size=4, bytes_per_value=4) == 6_000  # 2 * 3/4 of 4,000 bytes

@@ -130,8 +130,9 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
     every micro-batch holds as many items. With ``items(batch)`` (e.g. the number of real, unpadded target tokens),
     ``loss_step`` returns the *sum* over its batch's items and the step's loss is the sum over all k micro-batches
     divided by their total items: the per-item mean of the big batch, exactly. ``autocast`` (e.g. ``torch.bfloat16``)
-    runs the forward passes under :func:`torch.autocast` on the model's device; float16 on CUDA adds a gradient
-    scaler. The loss recorded is the step's loss.
+    runs the forward passes under :func:`torch.autocast` on the model's device; float16 adds a gradient scaler (on
+    CUDA and on the CPU alike: small gradients underflow in float16 wherever it runs). The loss recorded is the
+    step's loss.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
@@ -141,7 +142,7 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
         raise ValueError(f"accumulation must be a positive int (micro-batches per step), got {accumulation!r}")
     device = next(model.parameters()).device
     check_autocast(device, autocast)
-    scaler = torch.amp.GradScaler("cuda") if autocast == torch.float16 and device.type == "cuda" else None
+    scaler = torch.amp.GradScaler(device.type) if autocast == torch.float16 and device.type in ("cuda", "cpu") else None
     show = progress_enabled() if progress is None else progress
     history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
     if evaluate is not None:
