@@ -243,7 +243,7 @@ def test_check_answer_wants_the_exact_answer(capsys):
     check_answer(torch.tensor([0.67, 0.24]), (0.67, 0.24), name="w", atol=0.005)  # a tensor, float32 noise
     assert capsys.readouterr().out == ("✓ shape = [2, 3] is right\n✓ p = 0.500000001 is right\n"
                                        "✓ w = (0.6700000166893005, 0.23999999463558197) is right\n")
-    with pytest.raises(CheckFailed, match="close: give it to within 0.001"):  # no slip shown: "close" stays
+    with pytest.raises(CheckFailed, match="close: give it to within 0.005"):
         check_answer((0.68, 0.24), (0.665, 0.24), name="w", atol=0.005, hint="did you divide by sqrt(d_k)?")
     with pytest.raises(CheckFailed, match="did you divide by sqrt"):
         check_answer((0.87, 0.12), (0.67, 0.24), name="w", atol=0.005, hint="did you divide by sqrt(d_k)?")
