@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from matplotlib.patches import Circle, Rectangle
 
-from tools.figures.model import DM, LIGHT_PURPLE, add_node, line
+from tools.figures.model import DM, LIGHT_PURPLE, residual_add
 from tools.figures.style import (
-    BLUE,
     GREY,
     LIGHT_BLUE,
     LIGHT_GREEN,
@@ -84,14 +83,8 @@ def block_2017_vs_today() -> None:
                     frame_bottom = branch - 0.12
                 continue
             if item == "add":
-                yc = y + 0.16
-                arrow(ax, (cx, prev_top), (cx, yc - 0.16))
-                add_node(ax, cx, yc)
-                xr = cx - bw / 2 - 0.3
-                line(ax, [cx, xr, xr], [branch, branch, yc], colour=BLUE, lw=1.6)
-                arrow(ax, (xr, yc), (cx - 0.16, yc), colour=BLUE, lw=1.6)
-                ax.add_patch(Circle((cx, branch), 0.045, facecolor=BLUE, edgecolor="none"))
-                prev_top, y = yc + 0.16, yc + 0.16 + gap
+                prev_top = residual_add(ax, cx, y, prev_top, branch, xr=cx - bw / 2 - 0.3)
+                y = prev_top + gap
                 frame_top = prev_top + 0.12
                 continue
             kind, name, detail, face, h, changed = item

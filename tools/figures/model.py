@@ -43,6 +43,19 @@ def add_node(ax, x, y, r=0.16):
     line(ax, [x, x], [y - r * 0.6, y + r * 0.6])
 
 
+def residual_add(ax, cx, y, prev_top, branch, xr):
+    """A residual addition drawn at height ``y`` of a stack that grows upwards: the main line from ``prev_top`` into
+    the add node, and the residual from the branch point at height ``branch``, round the sub-layer at ``x = xr``, into
+    it. Returns the top of the node."""
+    yc = y + 0.16
+    arrow(ax, (cx, prev_top), (cx, yc - 0.16))
+    add_node(ax, cx, yc)
+    line(ax, [cx, xr, xr], [branch, branch, yc], colour=BLUE, lw=1.6)
+    arrow(ax, (xr, yc), (cx - 0.16, yc), colour=BLUE, lw=1.6)
+    ax.add_patch(Circle((cx, branch), 0.045, facecolor=BLUE, edgecolor="none"))
+    return yc + 0.16
+
+
 def frame(ax, x, y, w, h, label):
     """A dashed frame around a layer, with its repeat count on the right."""
     ax.add_patch(Rectangle((x, y), w, h, facecolor="none", edgecolor=GREY, linewidth=1.2, linestyle="--"))
@@ -149,16 +162,9 @@ def block_pre_post_ln() -> None:
             if item == "branch":  # the residual leaves the main line here, just below the next box
                 branch = y - gap / 2
                 continue
-            if item == "add":
-                yc = y + 0.16
-                arrow(ax, (cx, prev_top), (cx, yc - 0.16))
-                add_node(ax, cx, yc)
-                # the residual: from the branch point, round the sub-layer, into the add
-                xr = cx - bw / 2 - 0.35
-                line(ax, [cx, xr, xr], [branch, branch, yc], colour=BLUE, lw=1.6)
-                arrow(ax, (xr, yc), (cx - 0.16, yc), colour=BLUE, lw=1.6)
-                ax.add_patch(Circle((cx, branch), 0.045, facecolor=BLUE, edgecolor="none"))
-                prev_top, y = yc + 0.16, yc + 0.16 + gap
+            if item == "add":  # the residual: from the branch point, round the sub-layer, into the add
+                prev_top = residual_add(ax, cx, y, prev_top, branch, xr=cx - bw / 2 - 0.35)
+                y = prev_top + gap
                 continue
             text, face, h = item
             arrow(ax, (cx, prev_top), (cx, y))
