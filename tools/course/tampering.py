@@ -149,8 +149,8 @@ def tampering(source: str, protected: set[str], modules: dict[str, str]) -> list
             targets = node.targets
         elif isinstance(node, ast.AugAssign | ast.AnnAssign):
             targets = [node.target]
-        for target in targets:
-            for part in ast.walk(target):
+        for target in targets:  # the outermost target only (`a.b.c = ...` changes a.b.c, reported once)
+            for part in target.elts if isinstance(target, ast.Tuple | ast.List) else [target]:
                 outside = guarded - local.get(id(part), set())  # names of the notebook, not of a function
                 if isinstance(part, ast.Attribute | ast.Subscript) and _root(part) in outside:
                     say(f"changes {ast.unparse(part)}, which the checks use")
