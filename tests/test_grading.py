@@ -15,7 +15,8 @@ and three that game the grader instead of answering (tools/course/tampering.py, 
   expected values could be found) -> that exercise and the one after it 0;
 - hard-coded: attend_one with the public check's d_k = 3 written in -> the hidden tests (other sizes) give it 0.
 
-The eight are graded two at a time (grade.py's --jobs), each in a course folder of its own.
+The eight are graded three at a time (grade.py's --jobs; the looping one idles while it waits), each in a course
+folder of its own, and grading runs only the cells the checks need (tools/course/needed_cells.py).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def graded(tmp_path_factory):
         "wrong": _submission(source, replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "")),
         "empty": release,
         "careless": _submission(source, {
-            "ch01-ex-softmax": "\nwhile True:\n    pass\n",
+            "ch01-ex-softmax": "\nimport time\nwhile True:\n    time.sleep(1)\n",  # idle: no core taken
             "ch01-ex-design": f"\nimport os, shutil\nshutil.rmtree({str(others)!r})\nos.remove({str(outside)!r})\n",
             "ch01-ex-one-query": "\nimport os\nos._exit(1)\n",
             "ch01-pp-by-hand": "\nraise RuntimeError('unfinished')\n"}),
@@ -100,7 +101,7 @@ def graded(tmp_path_factory):
     for learner, nb in submissions.items():
         nbformat.write(nb, folder / f"{learner}.ipynb")
     # 30 s per cell: short enough for the looping answer, long enough for a busy machine to import torch
-    results = grade.grade(CHAPTER, grade.collect(folder), course, timeout=30, jobs=2)
+    results = grade.grade(CHAPTER, grade.collect(folder), course, timeout=30, jobs=3)  # the looping one idles
     table = grade.write_table(results, graded_exercises(CHAPTER), course / "scores" / f"{name}.csv")
     return {r.learner: r for r in results}, table, course / "scores" / f"{name}.csv", outside, others, course
 

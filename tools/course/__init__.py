@@ -3,6 +3,7 @@
 - assignments.py    every chapter as an nbgrader assignment (`make assignments`)
 - grade.py          grades a folder of submissions with the book's exercise checks (`make grade`)
 - grading_guard.py  the audit hook loaded into grading kernels: no deleting files, starting programs, ending kernels
+- needed_cells.py   the cells that grading must run: those the checks depend on (the rest are left out)
 - tampering.py      reads submitted answers for code that changes the grader instead of answering (scores 0)
 - hidden_tests.py   nbgrader hidden tests: other sizes and inputs than the public checks try
 - gradebook.py      one gradebook for the course, in the CSV layouts Canvas and Moodle import (`make gradebook`)

@@ -40,6 +40,7 @@ from tools.book.myst import myst_to_markdown
 from tools.book.notebooks import ROOT, notebooks
 from tools.book.student_edition import student_cells
 from tools.course.hidden_tests import HIDDEN_TESTS
+from tools.course.needed_cells import SKIPPED, needed_cells
 
 DEFAULT_COURSE = ROOT / "build" / "course"
 SCHEMA_VERSION = 3  # nbgrader's cell metadata schema (nbgrader 0.9)
@@ -80,8 +81,10 @@ def graded_exercises(chapter: Path) -> dict[str, int]:
     return {e.label: points(e.grade) for e in find_exercises(nbformat.read(chapter, as_version=4).cells) if e.checks}
 
 
-def source_notebook(chapter: Path) -> nbformat.NotebookNode:
-    """The instructor's version of a chapter's assignment (see the module docstring)."""
+def source_notebook(chapter: Path, only_needed: bool = False) -> nbformat.NotebookNode:
+    """The instructor's version of a chapter's assignment (see the module docstring); with `only_needed`, the version
+    that grading runs, in which the locked cells that no check depends on hold a comment instead of their code
+    (tools/course/needed_cells.py)."""
     nb = nbformat.read(chapter, as_version=4)
     graded: set[int] = set()  # cells that are not read-only
     for exercise in find_exercises(nb.cells):
@@ -110,6 +113,14 @@ def source_notebook(chapter: Path) -> nbformat.NotebookNode:
         if cell.cell_type == "code" and k not in graded:
             _nbgrader(cell, f"{assignment_name(chapter)}-cell-{k:03d}", locked=True)
     nb.cells = for_learners(student_cells(nb.cells))
+    if only_needed:
+        code = [cell for cell in nb.cells if cell.cell_type == "code"]
+        required = {k for k, cell in enumerate(code) if k == 0 or cell.metadata["nbgrader"].get("solution")
+                    or cell.metadata["nbgrader"].get("grade")}  # the setup, the answers and the checks
+        keep = needed_cells([cell.source for cell in code], required)
+        for k, cell in enumerate(code):
+            if k not in keep:
+                cell.source, cell.outputs = SKIPPED, []
     return nb
 
 
@@ -143,8 +154,9 @@ def for_learners(cells: list) -> list:
     return out
 
 
-def write_course(course: Path, chapters: list[Path], timeout: int = 180) -> list[str]:
-    """Write the course folder's source versions and config, generate the releases; return the assignment names."""
+def write_course(course: Path, chapters: list[Path], timeout: int = 180, only_needed: bool = False) -> list[str]:
+    """Write the course folder's source versions and config, generate the releases; return the assignment names.
+    `only_needed`: the versions that grading runs (source_notebook), for grade.py's own folder only."""
     course.mkdir(parents=True, exist_ok=True)
     (course / "nbgrader_config.py").write_text(NBGRADER_CONFIG.format(root=str(course), timeout=timeout,
                                                                       written=WRITTEN),
@@ -154,7 +166,7 @@ def write_course(course: Path, chapters: list[Path], timeout: int = 180) -> list
         name = assignment_name(chapter)
         folder = course / "source" / name
         folder.mkdir(parents=True, exist_ok=True)
-        nbformat.write(source_notebook(chapter), folder / chapter.name)
+        nbformat.write(source_notebook(chapter, only_needed), folder / chapter.name)
         run_nbgrader(course, "generate_assignment", name, "--force")
         names.append(name)
     return names

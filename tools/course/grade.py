@@ -118,7 +118,7 @@ def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_CO
     name = assignment_name(chapter)
     course = grading_folder(course, chapter)
     shutil.rmtree(course, ignore_errors=True)  # nbgrader refuses to change an assignment that has submissions
-    write_course(course, [chapter], timeout=timeout)  # the instructor's version is today's chapter
+    write_course(course, [chapter], timeout=timeout, only_needed=True)  # today's chapter, the cells checks need
     for learner, path in submissions.items():
         target = course / "submitted" / learner / name / chapter.name
         target.parent.mkdir(parents=True)
