@@ -146,3 +146,16 @@ def test_student_edition_has_no_solutions(tmp_path):
     assert any(c.get("outputs") for c in after.cells if c.cell_type == "code"), "the stored outputs were dropped"
     with pytest.raises(SystemExit, match="no edition"):
         pdf.build(tmp_path / "x.pdf", edition="teacher")
+
+
+def test_the_course_kit_states_this_pdf_s_pages_and_size(book_pdf):
+    if not os.environ.get("TFM_PDF"):
+        pytest.skip("the whole book's PDF only (make pdf-check)")
+    kit = (ROOT / "appendices" / "course_kit.md").read_text(encoding="utf-8")
+    stated = re.search(r"about (\d+) pages and (\d+) MB", kit)
+    assert stated, "the course kit should say how many pages and MB the PDF has ('about N pages and M MB')"
+    info = subprocess.run(["pdfinfo", str(book_pdf["path"])], capture_output=True, text=True, check=True).stdout
+    pages = int(re.search(r"^Pages:\s+(\d+)", info, flags=re.MULTILINE).group(1))
+    size = book_pdf["path"].stat().st_size / 1e6
+    assert abs(pages - int(stated.group(1))) <= 0.05 * pages, f"the PDF has {pages} pages: update course_kit.md"
+    assert abs(size - int(stated.group(2))) <= 0.1 * size, f"the PDF has {size:.0f} MB: update course_kit.md"

@@ -159,3 +159,20 @@ def test_the_two_guides_agree_on_the_in_class_exercises():
                                                           re.M)}
     wrong = {label: where.get(label) for label in in_class if "in class" not in (where.get(label) or "")}
     assert not wrong, f"in class in the instructor guide, not in the exercise guide: {wrong}"
+
+
+def test_every_chapter_after_the_short_course_has_a_project_brief():
+    guide = (ROOT / "appendices" / "instructor_guide.md").read_text(encoding="utf-8")
+    briefs = guide.split("## Projects for chapters 8 onwards", 1)[1].split("\n## ", 1)[0]
+    briefed = {int(n) for n in re.findall(r"^\| (\d+)\. ", briefs, flags=re.MULTILINE)}
+    every = {int(p.name[:2]) for p in NOTEBOOKS}
+    assert briefed == {n for n in every if n >= 8}, f"project briefs for chapters {sorted(briefed)}, not 8 onwards"
+
+
+def test_course_kit_names_one_deck_per_session_of_the_plan():
+    guide = (ROOT / "appendices" / "instructor_guide.md").read_text(encoding="utf-8")
+    plan = guide.split("## A course plan", 1)[1].split("\n## ", 1)[0]
+    sessions = len(re.findall(r"^\| \d+ \|", plan, flags=re.MULTILINE))
+    kit = (ROOT / "appendices" / "course_kit.md").read_text(encoding="utf-8")
+    decks = re.search(r"`session-01\.html` to `session-(\d+)\.html`", kit)
+    assert decks and int(decks.group(1)) == sessions, f"the course kit should name decks 01 to {sessions:02d}"
