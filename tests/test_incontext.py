@@ -14,7 +14,10 @@ from tfm.incontext import (
     in_context_score,
     loss_by_position,
     prefix_matching_scores,
+    previous_token_scores,
     repeated_random_tokens,
+    repeating_random_tokens,
+    train_to_copy,
 )
 from tfm.modern import ModernConfig, ModernLM
 
@@ -79,3 +82,50 @@ def test_ablating_a_head_equals_removing_its_columns_of_the_output_projection(mo
     with pytest.raises(ValueError, match="no head 9 in layer 0"):
         with ablate_heads(model, [(0, 9)]):
             pass
+
+
+def test_distinct_copies_repeat_no_token_and_bad_sizes_are_named():
+    ids = repeated_random_tokens(40, length=30, batch=50, generator=torch.Generator().manual_seed(1), low=4,
+                                 distinct=True)
+    assert ids.shape == (50, 60) and torch.equal(ids[:, :30], ids[:, 30:]) and ids.min() >= 4 and ids.max() < 40
+    assert all(len(set(row[:30].tolist())) == 30 for row in ids)
+    with pytest.raises(ValueError, match="if distinct, length <= n_vocab - low"):
+        repeated_random_tokens(40, length=37, batch=1, low=4, distinct=True)
+
+
+def test_repeating_tokens_copy_at_a_period_that_varies_between_rows():
+    ids = repeating_random_tokens(64, length=64, batch=300, periods=(8, 32), generator=torch.Generator().manual_seed(0))
+    assert ids.shape == (300, 64)
+    periods = []
+    for row in ids:
+        period = next(p for p in range(1, 64) if torch.equal(row[p:], row[:-p]))  # the smallest shift that repeats
+        periods.append(period)
+    assert min(periods) >= 2 and max(periods) <= 32 and len(set(periods)) >= 20  # (2..7: a span that repeats itself)
+    assert sum(p >= 8 for p in periods) >= 290
+    with pytest.raises(ValueError, match="periods"):
+        repeating_random_tokens(64, length=32, batch=1, periods=(8, 32))
+
+
+def test_previous_token_scores_read_the_subdiagonal():
+    T = 6
+    previous = torch.zeros(T, T)
+    previous[0, 0] = 1.0
+    previous[torch.arange(1, T), torch.arange(T - 1)] = 1.0  # (T, T): every t >= 1 on t - 1
+    uniform = torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]  # (T, T)
+    scores = previous_token_scores([torch.stack([uniform, previous]).expand(3, 2, T, T)])
+    assert scores.shape == (1, 2) and scores[0, 1] == 1.0
+    assert torch.allclose(scores[0, 0], (1 / torch.arange(2, T + 1)).mean())
+    with pytest.raises(ValueError, match="square attention weights"):
+        previous_token_scores([uniform[None, None, :, :4]])
+
+
+def test_training_to_copy_lowers_the_loss_and_records_the_repeat_test():
+    torch.manual_seed(0)
+    model = ModernLM(ModernConfig(n_vocab=16, d_model=32, n_layers=2, n_heads=2, n_kv_heads=2, max_len=16))
+    history = train_to_copy(model, 16, steps=60, length=16, batch=16, periods=(3, 6), eval_every=20,
+                            generator=torch.Generator().manual_seed(0))
+    assert history["step"] == list(range(1, 61)) and history["eval_step"] == [20, 40, 60]
+    assert sum(history["loss"][-10:]) / 10 < sum(history["loss"][:10]) / 10 - 0.3
+    assert all(0.0 <= p <= 1.0 for p in history["prefix"]) and len(history["second"]) == 3
+    with pytest.raises(ValueError, match="even length"):
+        train_to_copy(model, 16, steps=1, length=15)
