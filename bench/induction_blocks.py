@@ -40,8 +40,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=1500)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"| block | seed | second copy below 2 nats at step | final second copy (nats) | best prefix score |\n"
-          f"| --- | ---: | ---: | ---: | ---: |")
+    print("| block | seed | second copy below 2 nats at step | final second copy (nats) | best prefix score |\n"
+          "| --- | ---: | ---: | ---: | ---: |")
     for block in ("chapter 9 (learned positions)", "chapter 15 (rotary positions)"):
         for seed in range(args.seeds):
             tfm.seed_everything(seed)
