@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -158,6 +159,27 @@ def test_every_slide_renders_offline(browser_tools, decks, deck):
             page.evaluate("Reveal.next()")
         assert seen >= 8
         assert not offline.aborted and not offline.errors, (offline.aborted, offline.errors)
+
+
+def test_a_deck_prints_one_page_per_slide_with_its_figures(browser_tools, decks):
+    """The handout PDF of session 1: a page per slide, and the page of its first figure slide is not blank below the
+    title (reveal.js's print layout once pushed tall figures off their page)."""
+    from PIL import Image
+
+    deck = decks / "session-01.html"
+    (pdf,) = slides.print_decks([deck])
+    sections = deck.read_text(encoding="utf-8").count("<section")
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    assert int(re.search(r"^Pages:\s+(\d+)", info, flags=re.MULTILINE).group(1)) == sections
+    figure = next(k for k, part in enumerate(deck.read_text(encoding="utf-8").split("<section")[1:]) if "<img" in part)
+    png = pdf.with_name("figure")
+    subprocess.run(["pdftoppm", "-r", "20", "-png", "-singlefile", "-f", str(figure + 1), "-l", str(figure + 1),
+                    str(pdf), str(png)], check=True)
+    image = Image.open(png.with_suffix(".png")).convert("L")
+    width, height = image.size
+    below_title = image.crop((0, height // 5, width, height))
+    ink = sum(1 for value in below_title.getdata() if value < 200) / (below_title.width * below_title.height)
+    assert ink > 0.02, f"page {figure + 1} of {pdf.name} is blank below its title ({ink:.1%} ink)"
 
 
 def test_slides_as_slides():

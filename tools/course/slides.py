@@ -8,9 +8,10 @@ its slides at the next `make slides`. Nothing is executed: the stored outputs ar
 The title slide takes the session's minutes from the guide's course plan and the chapter's learning objectives from
 its chapter table; the closing slide lists the chapter's exercises (tools/book/exercises.py) and the one set in class.
 build/slides/ holds index.html, session-NN.html and vendor/ (reveal.js and MathJax from npm, tools/course/vendor.py), so
-the folder can be zipped and opened from disk on a classroom machine with no network.
+the folder can be zipped and opened from disk on a classroom machine with no network, and pdf/session-NN.pdf, each
+deck printed one slide per page by the offline browser, to hand out.
 
-    python -m tools.course.slides [OUT]        (default build/slides)
+    python -m tools.course.slides [OUT] [--plan six] [--no-pdf]        (default build/slides)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tools.book.myst import myst_to_markdown
 from tools.course import vendor
 
 GUIDE = ROOT / "appendices" / "instructor_guide.md"
+WIDTH, HEIGHT = 1280, 800  # a slide's size in CSS pixels (reveal.js scales it to the screen); a PDF page's too
 SLIDE_TAGS = ("slide", "slide-output")
 FRONT_MATTER = ("", "Learning objectives", "Prerequisites")  # sections of a chapter's opening, not of its content
 # Only what a deck loads: reveal.js with one theme and its font, the speaker-notes plugin, and MathJax with SVG
@@ -55,6 +57,10 @@ STYLE = """
 .reveal pre.output code { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 300px; }
 .reveal pre.output code { background: #fff; border-left: 3px solid #ccc; }
 .reveal table { font-size: 0.6em; } .reveal ul { font-size: 0.85em; } .reveal .meta { color: #555; font-size: 0.8em; }
+@media print {  /* reveal.js's print layout drops the limits above: a tall figure would leave its page blank */
+  .reveal section img { max-height: 560px !important; }
+  .reveal section img:has(~ img), .reveal section img ~ img { max-height: 280px !important; }
+}
 """
 
 
@@ -292,7 +298,8 @@ def build_deck(session: Session, macros: dict) -> str:
 <script src="vendor/reveal.js/dist/reveal.js"></script>
 <script src="vendor/reveal.js/plugin/notes/notes.js"></script>
 <script>
-Reveal.initialize({{hash: true, width: 1280, height: 800, margin: 0.04, plugins: [RevealNotes]}});
+Reveal.initialize({{hash: true, width: {WIDTH}, height: {HEIGHT}, margin: 0.04, pdfMaxPagesPerSlide: 1,
+                   pdfSeparateFragments: false, plugins: [RevealNotes]}});
 MathJax.startup.promise.then(() => Reveal.layout());
 </script>
 </body></html>
@@ -302,6 +309,27 @@ MathJax.startup.promise.then(() => Reveal.layout());
 def book_macros() -> dict:
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     return config["sphinx"]["config"]["mathjax3_config"]["tex"]["macros"]
+
+
+def print_decks(decks: list[Path]) -> list[Path]:
+    """Print each deck (all in one folder, as `build` writes them) to a PDF beside it, `pdf/session-NN.pdf`: one page
+    per slide, as reveal.js lays a deck out for printing (`?print-pdf`), with the math typeset and every image
+    loaded, in the offline browser. Returns the PDFs."""
+    from tools.course.browser import READY_JS, offline_page, serve
+
+    folder = decks[0].parent
+    (folder / "pdf").mkdir(exist_ok=True)
+    printed = []
+    with serve(folder) as server, offline_page(server, viewport={"width": WIDTH, "height": HEIGHT}) as offline:
+        for deck in decks:
+            offline.page.goto(f"{server}/{deck.name}?print-pdf", wait_until="load")
+            offline.page.evaluate(READY_JS)
+            offline.page.wait_for_function("() => document.querySelectorAll('.pdf-page').length > 0")
+            offline.page.evaluate(READY_JS)  # images of the print layout
+            pdf = folder / "pdf" / deck.with_suffix(".pdf").name
+            offline.page.pdf(path=str(pdf), width=f"{WIDTH}px", height=f"{HEIGHT}px", print_background=True)
+            printed.append(pdf)
+    return printed
 
 
 def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen") -> list[Path]:
@@ -333,6 +361,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="One reveal.js deck per session of a course plan.")
     parser.add_argument("out", type=Path, nargs="?", default=ROOT / "build" / "slides")
     parser.add_argument("--plan", default="thirteen", choices=sorted(PLANS), help="the instructor guide's plan")
+    parser.add_argument("--no-pdf", action="store_true", help="leave out the PDF of each deck")
     args = parser.parse_args()
-    for path in build(args.out, plan=args.plan):
+    decks = build(args.out, plan=args.plan)
+    for path in decks + ([] if args.no_pdf else print_decks(decks)):
         print(path)
