@@ -146,3 +146,9 @@ def test_the_table_shows_yes_no_and_unasserted_claims(tmp_path):
     assert [(row["bound"], row["holds"]) for row in rows] == [("yes", True), ("no", True), ("not asserted", True)]
     assert "| 6 | varies | not asserted | yes in 1 of 3 | 3 | 3 | yes |" in table
     assert "| 6 | never | no | yes in 0 of 3 |" in table
+
+
+def test_a_claim_counted_in_whole_numbers_is_printed_as_one():
+    from tools.book.robustness import fmt
+
+    assert fmt(375.0, "d") == "375" and fmt(0.356, ".2f") == "0.36" and fmt(None, "d") == "–"

@@ -105,7 +105,10 @@ def holds(claim: dict, value: float | None) -> bool:
 
 
 def fmt(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
+    """A claim's value as its format says; the probes read every value as a float, so an integer format rounds."""
+    if value is None:
+        return "–"
+    return format(round(value) if spec.endswith("d") else value, spec)
 
 
 def tabulate(runs: list[dict], paths: list[Path], seeds: int, path_names: list[str]) -> tuple[list[dict], str]:
