@@ -152,7 +152,7 @@ def test_the_course_kit_states_this_pdf_s_pages_and_size(book_pdf):
     if not os.environ.get("TFM_PDF"):
         pytest.skip("the whole book's PDF only (make pdf-check)")
     kit = (ROOT / "appendices" / "course_kit.md").read_text(encoding="utf-8")
-    stated = re.search(r"about (\d+) pages and (\d+) MB", kit)
+    stated = re.search(r"about (\d+) pages\s+and\s+(\d+) MB", kit)
     assert stated, "the course kit should say how many pages and MB the PDF has ('about N pages and M MB')"
     info = subprocess.run(["pdfinfo", str(book_pdf["path"])], capture_output=True, text=True, check=True).stdout
     pages = int(re.search(r"^Pages:\s+(\d+)", info, flags=re.MULTILINE).group(1))
