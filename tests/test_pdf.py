@@ -97,6 +97,7 @@ def test_no_raw_tex_and_nothing_from_the_network(book_pdf):
     leaks = [(n + 1, m.group(0)) for n, page in enumerate(book_pdf["pages"]) for m in RAW_TEX.finditer(page)]
     assert not leaks, f"untypeset TeX (page, text): {leaks[:10]}"
     assert book_pdf["summary"]["aborted"] == []
+    assert book_pdf["summary"]["errors"] == [], f"the printing browser reported {book_pdf['summary']['errors']}"
     assert book_pdf["summary"]["views_drawn"], "chapter 8's attention views had not drawn when the PDF was printed"
 
 

@@ -175,6 +175,10 @@ def build_singlehtml(book: Path) -> Path:
     site = book / "out" / "_build" / "singlehtml"
     if result.returncode != 0 or not (site / "intro.html").is_file():
         raise RuntimeError(f"jupyter-book singlehtml build failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    # The theme's pages load searchindex.js (search as you type), which the one-page builder does not write: an empty
+    # index keeps the printing browser from a 404 (the PDF has no search box to use it).
+    if not (site / "searchindex.js").exists():
+        (site / "searchindex.js").write_text("Search.setIndex({});\n", encoding="utf-8")
     return site
 
 
