@@ -40,7 +40,7 @@ help:
 	@echo "make robustness  every trained claim over 5 seeds x 3 numeric paths -> appendices/robustness.md (~1 h)"
 	@echo "make scaling  chapter 14 checkpoints and loss against model size (hours on a CPU) -> src/tfm/checkpoints/"
 	@echo "make figures  redraw the schematic SVG figures in src/tfm/schematics/ (tools/figures/)"
-	@echo "make slides   one reveal.js deck per course session, and a PDF of each, from the chapters' slide-tagged cells -> build/slides"
+	@echo "make slides   one reveal.js deck per course session, and a PDF of each, from the chapters' slide-tagged cells, figures redrawn at slide size -> build/slides"
 	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
 	@echo "make pdf-check  make pdf, then read it back (tests/test_pdf.py; .ci/run does this after make test)"
 	@echo "make time-test  each stage of make test, timed against its budget on a fresh copy (bench/time_test.py)"

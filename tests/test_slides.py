@@ -97,8 +97,18 @@ def decks(tmp_path_factory) -> Path:
     if shutil.which("npm") is None and not (slides.vendor.DEFAULT_PREFIX / "node_modules").is_dir():
         pytest.skip("npm is not installed, and no copy of reveal.js and MathJax is in build/vendor")
     out = tmp_path_factory.mktemp("slides")
-    slides.build(out)
+    slides.build(out, redraw=False)  # the stored figures: drawing every chapter's again takes minutes
     return out
+
+
+@pytest.fixture(scope="module")
+def session_one(tmp_path_factory) -> Path:
+    """Session 1's deck as `make slides` writes it: its figures drawn again at slide size."""
+    if shutil.which("npm") is None and not (slides.vendor.DEFAULT_PREFIX / "node_modules").is_dir():
+        pytest.skip("npm is not installed, and no copy of reveal.js and MathJax is in build/vendor")
+    out = tmp_path_factory.mktemp("slides-1")
+    (deck,) = slides.build(out, sessions={1})
+    return deck
 
 
 def test_one_deck_per_session_and_nothing_remote(decks):
@@ -112,6 +122,16 @@ def test_one_deck_per_session_and_nothing_remote(decks):
     for path in decks.glob("session-*.html"):
         for ref in re.findall(r'(?:src|href)="(vendor/[^"]+)"', path.read_text(encoding="utf-8")):
             assert (decks / ref).is_file(), f"{path.name} refers to {ref}, not in vendor/"
+
+
+def _open_deck(offline, deck: Path):
+    """The deck opened at its first slide, with reveal.js ready and its math typeset."""
+    page = offline.page
+    page.goto(deck.as_uri(), wait_until="load")
+    page.wait_for_function("window.Reveal && Reveal.isReady() && window.MathJax && MathJax.startup"
+                           " && MathJax.startup.document", timeout=20_000)
+    page.evaluate("MathJax.startup.promise")
+    return page
 
 
 SLIDE_STATE = """() => {
@@ -136,12 +156,8 @@ SLIDE_STATE = """() => {
 def test_every_slide_renders_offline(browser_tools, decks, deck):
     from tools.course.browser import offline_page
 
-    with offline_page(allowed="file://", viewport={"width": 1280, "height": 800}) as offline:
-        page = offline.page
-        page.goto((decks / deck).as_uri(), wait_until="load")
-        page.wait_for_function("window.Reveal && Reveal.isReady() && window.MathJax && MathJax.startup"
-                               " && MathJax.startup.document", timeout=20_000)
-        page.evaluate("MathJax.startup.promise")
+    with offline_page(allowed="file://", viewport={"width": 1280, "height": 720}) as offline:
+        page = _open_deck(offline, decks / deck)
         seen = 0
         while True:
             state = page.evaluate(SLIDE_STATE)
@@ -151,7 +167,7 @@ def test_every_slide_renders_offline(browser_tools, decks, deck):
             if state["hasMath"]:
                 assert state["typeset"] > 0, f"{where}: math was not typeset"
             assert all(state["images"]), f"{where}: an image did not load {state['images']}"
-            assert state["height"] <= 800, f"{where}: {state['height']} px high, more than the slide's 800"
+            assert state["height"] <= 720, f"{where}: {state['height']} px high, more than the slide's 720"
             assert not state["tooWide"], f"{where}: wider than the slide: {state['tooWide']}"
             seen += 1
             if page.evaluate("Reveal.isLastSlide()"):
@@ -182,6 +198,48 @@ def test_a_deck_prints_one_page_per_slide_with_its_figures(browser_tools, decks)
     assert ink > 0.02, f"page {figure + 1} of {pdf.name} is blank below its title ({ink:.1%} ink)"
 
 
+# Every text of the current slide as the screen shows it, in px: HTML text (its font size times reveal.js's scale),
+# typeset math, and the smallest text of each figure (drawn at slide size: data-text-px at its width attribute).
+TEXT_SIZES = """() => {
+  const slide = Reveal.getCurrentSlide(), scale = Reveal.getScale();
+  const sizes = [];
+  for (const e of slide.querySelectorAll('*')) {
+    if (e.closest('aside') || e.closest('mjx-container svg') || !e.getClientRects().length) continue;
+    const own = [...e.childNodes].some(n => n.nodeType === Node.TEXT_NODE && n.textContent.trim());
+    if (own || e.tagName === 'MJX-CONTAINER')
+      sizes.push([e.tagName + ' ' + e.textContent.trim().slice(0, 30),
+                  parseFloat(getComputedStyle(e).fontSize) * scale]);
+  }
+  for (const img of slide.querySelectorAll('img')) {
+    const drawn = img.dataset.textPx ? parseFloat(img.dataset.textPx) : 0;  // 0: a figure not drawn for slides
+    sizes.push(['IMG ' + img.getAttribute('src'),
+                drawn * img.getBoundingClientRect().width / parseFloat(img.getAttribute('width') || img.naturalWidth)]);
+  }
+  return {index: Reveal.getIndices().h, height: slide.scrollHeight * scale, sizes};
+}"""
+
+
+def test_session_one_is_readable_at_1280_by_720(browser_tools, session_one):
+    """At a projector's 1280 x 720, every text of session 1 (titles, lists, code, output, math, and the text inside
+    its figures) is at least 18 px, each slide fits the screen, and its figures are the ones drawn for slides."""
+    from tools.course.browser import offline_page
+
+    with offline_page(allowed="file://", viewport={"width": 1280, "height": 720}) as offline:
+        page = _open_deck(offline, session_one)
+        figures = 0
+        while True:
+            state = page.evaluate(TEXT_SIZES)
+            small = [(what, round(px, 1)) for what, px in state["sizes"] if px < 18]
+            assert not small, f"slide {state['index']}: text below 18 px at 1280 x 720: {small}"
+            assert state["height"] <= 720, f"slide {state['index']}: {state['height']:.0f} px high"
+            figures += sum(what.startswith("IMG") for what, _ in state["sizes"])
+            if page.evaluate("Reveal.isLastSlide()"):
+                break
+            page.evaluate("Reveal.next()")
+        assert figures >= 3  # the schematic in two panels and the heatmap
+        assert not offline.aborted and not offline.errors, (offline.aborted, offline.errors)
+
+
 def test_slides_as_slides():
     session_1 = slides.build_deck(slides.read_plan()[0], slides.book_macros())
     titles = re.findall(r"<h3>(.*?)</h3>", session_1)
@@ -207,3 +265,38 @@ def test_slide_code_drops_self_checks_only():
 def test_speaker_notes_keep_their_math():
     notes = slides._text("The *mean* of `x`: $\\mu = \\frac{1}{n} \\sum_i x_i$ and $$a_{t} * b_{#}$$\n## Next")
     assert notes == "The mean of x: $\\mu = \\frac{1}{n} \\sum_i x_i$ and $$a_{t} * b_{#}$$\nNext"
+
+
+def test_a_figure_is_redrawn_with_readable_text_or_reported(tmp_path):
+    """slide_figures.save raises small text to the slide's size; where the enlarged text would collide, it keeps the
+    figure as drawn and names the collision, so that `make slides` reports it."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from tools.course import slide_figures
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    ax.plot([0, 1], [0, 1])
+    ax.set_title("a small title", fontsize=6)
+    ax.tick_params(labelsize=5)
+    readable = slide_figures.save(fig, tmp_path / "readable.png")
+    assert readable.text_px >= slide_figures.TEXT_PX - 0.01 and not readable.problems, readable
+    assert (readable.width, readable.height) == (1200, 600)
+    fig, ax = plt.subplots(figsize=(10, 5))
+    ax.set_xticks(range(80), [f"token {i}" for i in range(80)], fontsize=3)  # fits only at 3 pt
+    crowded = slide_figures.save(fig, tmp_path / "crowded.png")
+    assert crowded.overlaps and crowded.text_px < slide_figures.MIN_TEXT_PX, crowded
+
+
+def test_a_tall_schematic_is_shown_in_readable_panels(tmp_path):
+    from tools.course import slide_figures
+
+    panels = slide_figures.schematic("qkv_flow", tmp_path / "01-12.png")
+    assert len(panels) == len(slide_figures.PANELS["qkv_flow"]) == 2
+    for panel in panels:
+        assert panel.text_px >= slide_figures.TEXT_PX and not panel.problems, panel
+        assert (tmp_path / panel.file).is_file()
+    with pytest.raises(ValueError, match="no schematic"):
+        slide_figures.schematic("no_such_figure", tmp_path / "x.png")

@@ -10,7 +10,8 @@ targets use it). Run a tool from the repository's root as a module: `python -m t
 - figures/  the schematic figures, drawn from code (`make figures`)
 - corpus/   the snapshot of the English corpus that ships with tfm
 
-Imports only point from course/ to book/ and inside a folder (tests/test_tools_layout.py checks that no circle forms).
+Imports only point from course/ to book/ and figures/ (the slides draw the schematics again at slide size) and
+inside a folder (tests/test_tools_layout.py checks that no circle forms).
 """
 
 from pathlib import Path

@@ -8,11 +8,13 @@
 - hidden_tests.py   nbgrader hidden tests: other sizes and inputs than the public checks try
 - gradebook.py      one gradebook for the course, in the CSV layouts Canvas and Moodle import (`make gradebook`)
 - slides.py         one reveal.js deck per course session, from the chapters' slide-tagged cells (`make slides`)
+- slide_figures.py  the decks' figures drawn again at slide size, their text at least 18 px where the figure allows
 - pdf.py            the book as one PDF, printed by headless Chromium (`make pdf`)
 - vendor.py         pinned npm copies of MathJax, d3, jQuery and reveal.js, so that nothing loads from a CDN
 - website.py        the website's Sphinx extension (_config.yml): MathJax, d3 and jQuery served from the site itself,
                     and fixes of the pages the toolchain writes (a script declared twice, bibliography list items)
 - browser.py        a local server and a Chromium page with the network cut off (PDF, slides and browser tests)
 
-Imports from tools.book (the exercise structure, the notebooks, the student edition), never the other way round.
+Imports from tools.book (the exercise structure, the notebooks, the student edition) and tools.figures (the
+schematics, drawn again for slides), never the other way round.
 """

@@ -34,10 +34,10 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from tools import ROOT
 from tools.book import exercises
 from tools.book.myst import myst_to_markdown
-from tools.course import vendor
+from tools.course import slide_figures, vendor
 
 GUIDE = ROOT / "appendices" / "instructor_guide.md"
-WIDTH, HEIGHT = 1280, 800  # a slide's size in CSS pixels (reveal.js scales it to the screen); a PDF page's too
+WIDTH, HEIGHT = slide_figures.SLIDE  # a slide's size in CSS px (reveal.js scales it to the screen); a PDF page's too
 SLIDE_TAGS = ("slide", "slide-output")
 FRONT_MATTER = ("", "Learning objectives", "Prerequisites")  # sections of a chapter's opening, not of its content
 # Only what a deck loads: reveal.js with one theme and its font, the speaker-notes plugin, and MathJax with SVG
@@ -45,21 +45,22 @@ FRONT_MATTER = ("", "Learning objectives", "Prerequisites")  # sections of a cha
 VENDOR_FILES = ("reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js", "reveal.js/dist/theme/white.css",
                 "reveal.js/dist/theme/fonts/source-sans-pro", "reveal.js/plugin/notes/notes.js",
                 "mathjax/es5/tex-svg.js", "reveal.js/LICENSE", "mathjax/LICENSE")
+# Every text at least 19.2 CSS px (0.64 of 30 px), 18.8 px on a 1280 x 720 screen (tests/test_slides.py measures it).
 STYLE = """
 .reveal { font-size: 30px; }
-.reveal h2 { font-size: 1.5em; } .reveal h3 { font-size: 1.1em; color: #555; }
-.reveal section img { max-height: 580px; max-width: 100%; margin: 0.2em auto; background: white; }
-.reveal section img:has(~ img), .reveal section img ~ img { max-height: 290px; }  /* two figures: one above the other */
+.reveal h2 { font-size: 1.5em; } .reveal h3 { font-size: 1.1em; color: #555; margin-bottom: 0.2em; }
+.reveal section img { max-height: 600px; max-width: 100%; margin: 0 auto; background: white; }  /* one per slide */
+.reveal section img.slide-figure { max-height: none; max-width: none; margin: 0 auto; }  /* drawn at its shown size */
 .reveal mjx-container[display="true"] > svg { max-width: 100%; height: auto; }  /* a long equation shrinks to fit */
-.reveal pre { font-size: 0.58em; width: 100%; box-shadow: none; }
-.reveal pre code { max-height: 560px; padding: 0.4em; background: #f6f6f6; }
-.reveal pre.output { font-size: 0.5em; white-space: pre-wrap; }
-.reveal pre.output code { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 300px; }
+.reveal pre { font-size: 0.64em; width: 100%; box-shadow: none; }
+.reveal pre code { max-height: 500px; padding: 0.4em; background: #f6f6f6; }
+.reveal pre.output { white-space: pre-wrap; }
+.reveal pre.output code { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 260px; }
 .reveal pre.output code { background: #fff; border-left: 3px solid #ccc; }
-.reveal table { font-size: 0.6em; } .reveal ul { font-size: 0.85em; } .reveal .meta { color: #555; font-size: 0.8em; }
+.reveal table { font-size: 0.64em; } .reveal ul { font-size: 0.85em; } .reveal .meta { color: #555; font-size: 0.8em; }
 @media print {  /* reveal.js's print layout drops the limits above: a tall figure would leave its page blank */
-  .reveal section img { max-height: 560px !important; }
-  .reveal section img:has(~ img), .reveal section img ~ img { max-height: 280px !important; }
+  .reveal section img { max-height: 600px !important; }
+  .reveal section img.slide-figure { max-height: none !important; }
 }
 """
 
@@ -174,16 +175,25 @@ def slide_code(source: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
 
 
-def render_outputs(cell) -> str:
-    """A code cell's outputs as a browser shows them: images, HTML as is, text in <pre>; errors left out."""
+def _alt(cell) -> str:
+    """A figure's alt text: a schematic's own, or its caption, as the website has them."""
+    meta = cell.get("metadata", {}).get("mystnb", {})
+    text = meta.get("image", {}).get("alt") or meta.get("figure", {}).get("caption") or "figure"
+    return html.escape(text, quote=True)
+
+
+def render_outputs(cell, images: bool = True) -> str:
+    """A code cell's outputs as a browser shows them: images (unless `images` is false: a deck shows them on slides
+    of their own), HTML as is, text in <pre>; errors left out."""
     parts = []
-    meta = cell.get("metadata", {}).get("mystnb", {})  # a schematic's alt text and caption, as the website has them
-    alt = html.escape(meta.get("image", {}).get("alt") or meta.get("figure", {}).get("caption") or "figure", quote=True)
+    alt = _alt(cell)
     for out in cell.get("outputs", []):
         if out["output_type"] == "stream":
             parts.append(f'<pre class="output"><code>{html.escape(out["text"])}</code></pre>')
         elif out["output_type"] in ("display_data", "execute_result"):
             data = out["data"]
+            if not images and any(key.startswith("image/") for key in data):
+                continue
             if "image/png" in data:
                 parts.append(f'<img alt="{alt}" src="data:image/png;base64,{data["image/png"].strip()}">')
             elif "image/svg+xml" in data:
@@ -196,15 +206,22 @@ def render_outputs(cell) -> str:
     return "\n".join(parts)
 
 
-def render_cell(cell) -> str:
-    """One tagged cell as slide content."""
+def render_cell(cell, images: bool = True) -> str:
+    """One tagged cell as slide content (without its images if `images` is false)."""
     tags = exercises.tags(cell)
     if cell["cell_type"] == "markdown":
         body = "\n".join(line for line in cell["source"].splitlines() if not line.startswith("#"))
         return MD.render(myst_to_markdown(body))
     shown = "" if "slide-output" in tags or "remove-input" in tags else slide_code(cell["source"])
     code = f'<pre><code class="python">{html.escape(shown)}</code></pre>' if shown else ""
-    return code + render_outputs(cell)
+    return code + render_outputs(cell, images)
+
+
+def figure_image(figure: slide_figures.SlideFigure, cell) -> str:
+    """A redrawn figure at the size it was drawn for (twice as many pixels, for a sharp projection), with its smallest
+    text in CSS px for the browser test."""
+    return (f'<img class="slide-figure" alt="{_alt(cell)}" src="fig/{figure.file}" width="{figure.width}" '
+            f'height="{figure.height}" data-text-px="{figure.text_px}">')
 
 
 STEP = re.compile(r"\*\*(Step \d+[^*]*?)\.?\*\*")  # "**Step 2: every token's key and value.**"
@@ -228,8 +245,9 @@ def slide_cells(cells) -> list[int]:
     return [i for i, cell in enumerate(cells) if set(exercises.tags(cell)) & set(SLIDE_TAGS)]
 
 
-def build_deck(session: Session, macros: dict) -> str:
-    """The HTML of one session's deck."""
+def build_deck(session: Session, macros: dict, figures: dict | None = None) -> str:
+    """The HTML of one session's deck; `figures` ({cell index: [SlideFigure]}, slide_figures.redraw_chapter) are
+    shown instead of the cells' stored images, each on a slide of its own."""
     nb = nbformat.read(session.chapter, as_version=4)
     cells = nb.cells
     title = re.sub(r"^#\s*\d+\.\s*", "", cells[0].source.splitlines()[0]).strip()
@@ -256,9 +274,20 @@ def build_deck(session: Session, macros: dict) -> str:
             subsection = sub[-1]
         if i in tagged:
             shown = slide_title(cell, section, subsection) or title  # a figure of the opening: the chapter's title
-            last = (f"<h3>{MD.renderInline(myst_to_markdown(shown))}</h3>{render_cell(cell)}", notes)
-            cards.append(last)
-            notes = []
+            heading = f"<h3>{MD.renderInline(myst_to_markdown(shown))}</h3>"
+            # the code and printed output (if any), then each figure on a slide of its own: redrawn, or as stored
+            redrawn = (figures or {}).get(i)
+            shown_images = ([figure_image(figure, cell) for figure in redrawn] if redrawn else
+                            re.findall(r"<img [^>]*>", render_outputs(cell)) if cell.cell_type == "code" else [])
+            rest = render_cell(cell, images=False)
+            panels = [f" ({k}/{len(shown_images)})" if len(shown_images) > 1 else ""
+                      for k in range(1, len(shown_images) + 1)]
+            bodies = ([heading + rest] if rest.strip() or not shown_images else []) + [
+                heading.replace("</h3>", f"{panel}</h3>") + image
+                for image, panel in zip(shown_images, panels, strict=True)]
+            new = [(body, notes if k == 0 else []) for k, body in enumerate(bodies)]
+            cards += new
+            last, notes = new[-1], []
         elif cell.cell_type == "markdown":
             notes.append(_text(cell.source))
     if last is not None:
@@ -298,8 +327,8 @@ def build_deck(session: Session, macros: dict) -> str:
 <script src="vendor/reveal.js/dist/reveal.js"></script>
 <script src="vendor/reveal.js/plugin/notes/notes.js"></script>
 <script>
-Reveal.initialize({{hash: true, width: {WIDTH}, height: {HEIGHT}, margin: 0.04, pdfMaxPagesPerSlide: 1,
-                   pdfSeparateFragments: false, plugins: [RevealNotes]}});
+Reveal.initialize({{hash: true, width: {WIDTH}, height: {HEIGHT}, margin: {slide_figures.MARGIN},
+                   pdfMaxPagesPerSlide: 1, pdfSeparateFragments: false, plugins: [RevealNotes]}});
 MathJax.startup.promise.then(() => Reveal.layout());
 </script>
 </body></html>
@@ -332,9 +361,11 @@ def print_decks(decks: list[Path]) -> list[Path]:
     return printed
 
 
-def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen") -> list[Path]:
-    """Write index.html, one deck per session of `plan` (numbered as that plan numbers them) and vendor/ into `out`;
-    return the decks."""
+def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen", redraw: bool = True,
+          sessions: set[int] | None = None) -> list[Path]:
+    """Write index.html, one deck per session of `plan` (numbered as that plan numbers them; only `sessions` if
+    given) and vendor/ into `out`; return the decks. With `redraw`, the figures are drawn again at slide size
+    (slide_figures: the chapters' figure cells are run) into out/fig; without, the decks show the stored ones."""
     node_modules = node_modules or vendor.ensure()
     if out.exists():
         shutil.rmtree(out)
@@ -342,10 +373,15 @@ def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen") -
         src, dst = node_modules / name, out / "vendor" / name
         dst.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
-    macros, decks, links = book_macros(), [], []
+    macros, decks, links, drawn = book_macros(), [], [], {}
     for session in read_plan(plan=plan):
+        if sessions is not None and session.number not in sessions:
+            continue
+        if redraw and session.chapter not in drawn:
+            drawn[session.chapter] = slide_figures.redraw_chapter(session.chapter, out / "fig")
+            report(session.chapter, drawn[session.chapter])
         deck = out / f"session-{session.number:02d}.html"
-        deck.write_text(build_deck(session, macros), encoding="utf-8")
+        deck.write_text(build_deck(session, macros, drawn.get(session.chapter)), encoding="utf-8")
         decks.append(deck)
         links.append(f'<li><a href="{deck.name}">Session {session.number}: chapter {html.escape(session.title)}</a> '
                      f"({session.minutes} min)</li>")
@@ -357,12 +393,23 @@ def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen") -
     return decks
 
 
+def report(chapter: Path, figures: dict) -> None:
+    """Print what a figure could not be made readable for (its text is small, overlaps, or leaves the figure)."""
+    for index, found in figures.items():
+        for figure in found:
+            small = figure.text_px * (1 - slide_figures.MARGIN) < slide_figures.MIN_TEXT_PX
+            for problem in ([f"text of {figure.text_px:.1f} CSS px"] if small else []) + figure.problems:
+                print(f"{chapter.name[:2]} cell {index} ({figure.file}): {problem}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="One reveal.js deck per session of a course plan.")
     parser.add_argument("out", type=Path, nargs="?", default=ROOT / "build" / "slides")
     parser.add_argument("--plan", default="thirteen", choices=sorted(PLANS), help="the instructor guide's plan")
     parser.add_argument("--no-pdf", action="store_true", help="leave out the PDF of each deck")
+    parser.add_argument("--stored-figures", action="store_true",
+                        help="show the notebooks' stored figures instead of drawing them again at slide size (fast)")
     args = parser.parse_args()
-    decks = build(args.out, plan=args.plan)
+    decks = build(args.out, plan=args.plan, redraw=not args.stored_figures)
     for path in decks + ([] if args.no_pdf else print_decks(decks)):
         print(path)

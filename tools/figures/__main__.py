@@ -3,9 +3,14 @@
 from tools.figures import attention, blocks, language, model, tokens, training
 
 
+def drawers() -> list:
+    """Every schematic's drawing function, named as its file (`qkv_flow` draws qkv_flow.svg)."""
+    return (attention.FIGURES + model.FIGURES + tokens.FIGURES + language.FIGURES + blocks.FIGURES
+            + training.FIGURES)
+
+
 def main() -> None:
-    for draw in (attention.FIGURES + model.FIGURES + tokens.FIGURES + language.FIGURES + blocks.FIGURES
-                 + training.FIGURES):
+    for draw in drawers():
         draw()
 
 
