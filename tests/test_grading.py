@@ -11,11 +11,11 @@ synthetic submissions, and each learner's scores per exercise must come out as t
 and three that game the grader instead of answering (tools/course/tampering.py, hidden_tests.py):
 - monkeypatch: the release as handed out, with the check functions and tfm.check.check_answer replaced by functions
   that pass, in the first answer cell -> 0 everywhere (every check ran after the patch), each note saying why;
-- peeking: the right answers, but the first pencil-and-paper answer reads the notebook's own file (where the
-  expected values could be found) -> that exercise and the one after it 0;
-- hard-coded: attend_one with the public check's d_k = 3 written in -> the hidden tests (other sizes) give it 0.
+- peeking and hard-coding (one learner, two exercises): the right answers, but the first pencil-and-paper answer
+  reads the notebook's own file (where the expected values could be found) -> that exercise and the one after it
+  0; and attend_one with the public check's d_k = 3 written in -> the hidden tests (other sizes) give it 0.
 
-The eight are graded three at a time (grade.py's --jobs; the looping one idles while it waits), each in a course
+The seven are graded three at a time (grade.py's --jobs; the looping one idles while it waits), each in a course
 folder of its own, and grading runs only the cells the checks need (tools/course/needed_cells.py).
 """
 
@@ -94,8 +94,8 @@ def graded(tmp_path_factory):
         # in the first exercise, so that one regrade without it finds the culprit (the grader tries them in order)
         "segfault": _submission(source, {"ch01-ex-softmax": "\nimport ctypes\nctypes.string_at(0)\n"}),
         "monkeypatch": _prefixed(release, "ch01-ex-softmax", PATCH),
-        "peeking": _submission(source, {"ch01-pp-by-hand": PEEK}),
-        "hard_coded": _submission(source, replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "/ math.sqrt(3)")),
+        "peeking": _submission(source, {"ch01-pp-by-hand": PEEK},  # and hard-codes d_k in another exercise
+                               replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "/ math.sqrt(3)")),
     }
     folder = tmp_path_factory.mktemp("submissions")
     for learner, nb in submissions.items():
@@ -158,13 +158,11 @@ def test_gaming_submissions_score_zero_for_what_they_faked(graded):
     assert "changes the grader: rebinds check_attend_one" in monkeypatch.notes["ch01-ex-softmax"], monkeypatch.notes
     assert all("the answer to ch01-ex-softmax changes the grader" in monkeypatch.notes[label]
                for label in list(POINTS)[1:]), monkeypatch.notes
-    peeking = results["peeking"]
-    assert peeking.scores == {**POINTS, "ch01-pp-by-hand": 0, "ch01-pp-zero-query": 0}, peeking
+    peeking = results["peeking"]  # and hard-coding, in another exercise
+    assert peeking.scores == {**POINTS, "ch01-pp-by-hand": 0, "ch01-pp-zero-query": 0, "ch01-ex-one-query": 0}, peeking
     assert "imports json" in peeking.notes["ch01-pp-by-hand"] and "reads a notebook file" in peeking.notes[
         "ch01-pp-by-hand"]
-    hard_coded = results["hard_coded"]
-    assert hard_coded.scores == {**POINTS, "ch01-ex-one-query": 0}, hard_coded
-    assert "d_k = 2" in hard_coded.notes["ch01-ex-one-query"], hard_coded.notes
+    assert "d_k = 2" in peeking.notes["ch01-ex-one-query"], peeking.notes
 
 
 def test_hidden_tests_are_graded_not_released(graded):
@@ -183,8 +181,7 @@ def test_scores_csv_has_one_row_per_learner(graded):
     rows = list(csv.reader(graded[2].open(encoding="utf-8")))
     assert rows[0][:2] == ["learner", "ch01-ex-softmax (1)"] and rows[0][-2:] == ["total (9)", "notes"]
     assert {row[0]: row[-2] for row in rows[1:]} == {"careless": "2", "empty": "0", "right": "9", "segfault": "8",
-                                                       "wrong": "7", "monkeypatch": "0", "peeking": "6",
-                                                       "hard_coded": "7"}
+                                                       "wrong": "7", "monkeypatch": "0", "peeking": "4"}
 
 
 def test_bad_submission_folders_are_named(tmp_path):

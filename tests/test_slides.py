@@ -1,6 +1,7 @@
 """The slides (tools/course/slides.py): every chapter carries its session in a few short tagged cells, one deck is
 written per session of the instructor guide's plan, nothing in a deck wants the network, and in headless Chromium
-(file://, network cut off) every slide of two decks shows typeset math and loaded figures.
+(file://, network cut off) every slide of two decks shows typeset math and loaded figures, and every text of
+session 1, figures included, is at least 18 px at 1280 x 720.
 
 The browser part is skipped when chromium, npm or playwright is missing, unless TFM_REQUIRE_BROWSER=1 (CI).
 """
@@ -152,7 +153,7 @@ SLIDE_STATE = """() => {
 }"""
 
 
-@pytest.mark.parametrize("deck", ["session-02.html", "session-03.html", "session-06.html"])
+@pytest.mark.parametrize("deck", ["session-02.html", "session-06.html"])  # session 1: its own test below
 def test_every_slide_renders_offline(browser_tools, decks, deck):
     from tools.course.browser import offline_page
 
@@ -283,11 +284,57 @@ def test_a_figure_is_redrawn_with_readable_text_or_reported(tmp_path):
     ax.tick_params(labelsize=5)
     readable = slide_figures.save(fig, tmp_path / "readable.png")
     assert readable.text_px >= slide_figures.TEXT_PX - 0.01 and not readable.problems, readable
-    assert (readable.width, readable.height) == (1200, 600)
+    assert readable.width <= 1200 and readable.height <= 600 and max(readable.width - 1200, readable.height - 600) > -3
     fig, ax = plt.subplots(figsize=(10, 5))
     ax.set_xticks(range(80), [f"token {i}" for i in range(80)], fontsize=3)  # fits only at 3 pt
     crowded = slide_figures.save(fig, tmp_path / "crowded.png")
     assert crowded.overlaps and crowded.text_px < slide_figures.MIN_TEXT_PX, crowded
+
+
+def test_titles_that_collide_go_on_two_lines(tmp_path):
+    """Two side-by-side plots whose long titles run into each other once enlarged: the titles are set on two lines
+    (never inside math) rather than the figure being given up."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from tools.course import slide_figures
+
+    assert slide_figures.break_line("time of one pass $(a + b)$ in ms") in ("time of one\npass $(a + b)$ in ms",
+                                                                          "time of one pass\n$(a + b)$ in ms")
+    assert slide_figures.break_line("$a + b$") is None and slide_figures.break_line("two\nlines") is None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5), layout="constrained")
+    for ax in (left, right):
+        ax.plot([1, 2, 3], [3, 1, 2])
+    left.set_title("FLOPs of the layer's matrix products (GFLOP, counted by tfm.cost)", fontsize=5)
+    right.set_title("time of one forward pass of the layer (ms, fastest of 5, one thread)", fontsize=5)
+    shown = slide_figures.save(fig, tmp_path / "titles.png")
+    assert not shown.problems and shown.text_px >= slide_figures.TEXT_PX - 0.5, shown
+
+
+def test_a_tall_grid_of_plots_is_shown_row_by_row(tmp_path):
+    """Two plots one above the other, too tall for their tick labels to be enlarged without colliding: each row on a
+    slide of its own, at the larger size a row can be shown at; a figure of one row stays whole."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from tools.course import slide_figures
+
+    fig, axes = plt.subplots(2, 1, figsize=(6, 10))
+    for ax in axes:
+        ax.plot(range(100, 1100, 100), range(10))
+        ax.set_xticks(range(100, 1100, 100), [str(v) for v in range(100, 1100, 100)], fontsize=6)
+    assert [len(row) for row in slide_figures.rows(fig)] == [1, 1]
+    panels = slide_figures.save_figure(fig, tmp_path / "grid.png")
+    assert [p.file for p in panels] == ["grid-row0.png", "grid-row1.png"], panels
+    assert all(not p.problems and p.text_px * (1 - slide_figures.MARGIN) >= 18 for p in panels), panels
+    assert not (tmp_path / "grid.png").exists()
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot([1, 2], [1, 2])
+    assert [p.file for p in slide_figures.save_figure(fig, tmp_path / "one.png")] == ["one.png"]
 
 
 def test_a_tall_schematic_is_shown_in_readable_panels(tmp_path):

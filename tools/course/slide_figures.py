@@ -45,6 +45,7 @@ class SlideFigure:
     width: int  # the size it is shown at, in CSS px
     height: int
     text_px: float  # its smallest text at that size, in CSS px
+    smallest: str = ""  # that text
     overlaps: list[str] = field(default_factory=list)  # pairs of texts that overlap, as "a | b"
     outside: list[str] = field(default_factory=list)  # texts that reach out of the figure
 
@@ -53,33 +54,36 @@ class SlideFigure:
         return [f"overlap: {o}" for o in self.overlaps] + [f"outside: {o}" for o in self.outside]
 
 
-def _texts(fig, in_view: bool = False):
-    """The figure's visible texts; with `in_view`, those of a drawn figure that reach into its frame (a schematic's
-    panel leaves the rest of the schematic out of view)."""
+def _texts(fig, region=None):
+    """The figure's visible texts; with `region` (a drawn figure's shown part, display px), those that reach into it
+    (a schematic's panel leaves the rest of the schematic out of view)."""
     from matplotlib.text import Text
 
     ticks = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              for tick in axis.get_major_ticks() + axis.get_minor_ticks() for label in (tick.label1, tick.label2)}
     drawn = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              for tick in axis._update_ticks() for label in (tick.label1, tick.label2)}  # ticks in the axis's view
+    hidden = {id(t) for ax in fig.axes if not ax.get_visible() for t in ax.findobj(Text)}  # a row not shown
     texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.get_figure() is fig
-             and (id(t) not in ticks or id(t) in drawn)]
-    if not in_view:
+             and (id(t) not in ticks or id(t) in drawn) and id(t) not in hidden]
+    if region is None:
         return texts
-    renderer, frame = fig.canvas.get_renderer(), fig.bbox
+    renderer = fig.canvas.get_renderer()
     return [t for t in texts if (e := t.get_window_extent(renderer)).width > 0 and e.height > 0
-            and e.x1 > frame.x0 and e.x0 < frame.x1 and e.y1 > frame.y0 and e.y0 < frame.y1]
+            and e.x1 > region.x0 and e.x0 < region.x1 and e.y1 > region.y0 and e.y0 < region.y1]
 
 
-def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool = True) -> tuple[float, float]:
-    """Raise `fig`'s small texts for slide display (module docstring; not if `enlarge` is false) and lay it out
-    again. Returns the figure's shown size in CSS px per inch and its smallest text's size in CSS px."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+def _region(fig, tight: bool):
+    """The part of a drawn figure that is shown, in display px: all that is drawn (`tight`, as Jupyter shows a
+    figure), or the figure's frame (a schematic, or a panel of one)."""
+    if not tight:
+        return fig.bbox
+    return fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.08).transformed(fig.dpi_scale_trans)  # 0.08 in
 
-    FigureCanvasAgg(fig)  # drawn with Agg, whatever backend made it (the schematics' is SVG)
-    width, height = fig.get_size_inches()
-    per_inch = min(box[0] / width, box[1] / height)  # CSS px per inch of the figure, as shown
-    least = text_px * 72 / per_inch if enlarge else 0.0  # the font size, in points, that is text_px when shown
+
+def _enlarge(fig, least: float) -> None:
+    """Every text of `fig` below `least` points raised to it: tick labels (through their axis, so that ticks made
+    at the next draw follow), then titles, labels, legends and annotations."""
     fig.canvas.draw()  # ticks and their labels exist after a draw
     for ax in fig.axes:
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
@@ -90,67 +94,149 @@ def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool
     for text in _texts(fig):
         if text.get_fontsize() < least:
             text.set_fontsize(least)
-    fig.canvas.draw()
-    renderer, frame = fig.canvas.get_renderer(), fig.bbox
-    for text in _texts(fig, in_view=True):  # a long title, now wider than its figure: on two lines
-        extent = text.get_window_extent(renderer)
-        if extent.x0 < frame.x0 or extent.x1 > frame.x1:
-            text.set_wrap(True)
+
+
+def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool = True, tight: bool = True):
+    """Raise `fig`'s small texts for slide display (module docstring; not if `enlarge` is false) and lay it out
+    again. Returns the shown part (inches), the CSS px per inch it is shown at, its smallest text's size in CSS px
+    and that text."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)  # drawn with Agg, whatever backend made it (the schematics' is SVG)
     if fig.get_layout_engine() is None and any(ax.get_subplotspec() for ax in fig.axes):
-        fig.set_layout_engine("tight")  # plots made without a layout; a schematic's one axes spans its figure
+        # plots made without a layout (a schematic's one axes spans its figure): constrained, which makes room for a
+        # figure's title and legend, unless it holds a colour bar or axes placed by hand, then tight
+        placed = any(ax.get_subplotspec() is None or ax.get_label() == "<colorbar>" for ax in fig.axes)
+        fig.set_layout_engine("tight" if placed else "constrained")
     fig.canvas.draw()
-    fig.canvas.draw()  # constrained layout settles on the second draw
-    smallest = min((t.get_fontsize() for t in _texts(fig, in_view=True)), default=least)
-    return per_inch, smallest * per_inch / 72
+    target = text_px
+    for _ in range(3):  # enlarged text makes a tight figure larger, and so shown smaller: aim again
+        region = _region(fig, tight)
+        per_inch = min(box[0] * fig.dpi / region.width, box[1] * fig.dpi / region.height)  # CSS px per inch shown
+        if not enlarge:
+            break
+        _enlarge(fig, target * 72 / per_inch)
+        if not tight:  # a long title, now wider than its frame: on two lines (not math, which would break as text)
+            fig.canvas.draw()
+            frame, renderer = fig.bbox, fig.canvas.get_renderer()
+            for text in _texts(fig, frame):
+                extent = text.get_window_extent(renderer)
+                if (extent.x0 < frame.x0 or extent.x1 > frame.x1) and "$" not in text.get_text():
+                    text.set_wrap(True)
+        fig.canvas.draw()
+        fig.canvas.draw()  # a layout settles on the second draw
+        region = _region(fig, tight)
+        per_inch = min(box[0] * fig.dpi / region.width, box[1] * fig.dpi / region.height)
+        size = min((t.get_fontsize() for t in _texts(fig, region)), default=target) * per_inch / 72
+        if size >= text_px - 0.01:
+            break
+        target *= text_px / size
+    size, smallest = min(((t.get_fontsize(), t.get_text().strip()) for t in _texts(fig, region)), default=(0.0, ""))
+    return region.transformed(fig.dpi_scale_trans.inverted()), per_inch, size * per_inch / 72, smallest
 
 
-def problems(fig, slack: float = 1.0) -> tuple[list[str], list[str]]:
-    """The texts of a drawn figure that overlap another (by more than `slack` px each way) and those that reach out
-    of the figure, each named by its text."""
+def colliding(fig, tight: bool = True, slack: float = 1.0) -> tuple[list[tuple], list]:
+    """The pairs of texts of a drawn figure that overlap (by more than `slack` px each way), and the texts that reach
+    out of its shown part."""
     renderer = fig.canvas.get_renderer()
-    frame = fig.bbox
-    boxes = []
-    for text in _texts(fig, in_view=True):
-        extent = text.get_window_extent(renderer)
-        if extent.width > 0 and extent.height > 0:
-            boxes.append((text.get_text().strip(), extent))
-    outside = [name for name, b in boxes if b.x0 < frame.x0 - slack or b.y0 < frame.y0 - slack
+    frame = _region(fig, tight)
+    boxes = [(text, text.get_window_extent(renderer)) for text in _texts(fig, frame)]
+    outside = [t for t, b in boxes if b.x0 < frame.x0 - slack or b.y0 < frame.y0 - slack
                or b.x1 > frame.x1 + slack or b.y1 > frame.y1 + slack]
-    overlaps = []
+    pairs = []
     for i, (a, box_a) in enumerate(boxes):
         for b, box_b in boxes[i + 1:]:
             wide = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
             tall = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
             if wide > slack and tall > slack:
-                overlaps.append(f"{a} | {b}")
-    return overlaps, outside
+                pairs.append((a, b))
+    return pairs, outside
 
 
-def save(fig, path: Path, box: tuple[int, int] = BOX) -> SlideFigure:
-    """`fig` fitted for a slide and saved as a PNG at `path` (at twice its shown size); closes it. A figure whose
-    enlarged texts overlap or leave it is saved as drawn instead (only scaled to the box), with its problems, so
-    that the deck shows it whole and `make slides` reports it."""
+def problems(fig, tight: bool = True) -> tuple[list[str], list[str]]:
+    """colliding(), each text named by what it says."""
+    pairs, outside = colliding(fig, tight)
+    name = lambda text: text.get_text().strip()  # noqa: E731
+    return [f"{name(a)} | {name(b)}" for a, b in pairs], [name(t) for t in outside]
+
+
+def break_line(text: str) -> str | None:
+    """`text` on two lines, broken at the space nearest its middle that is not inside math; None if it has none."""
+    if "\n" in text:
+        return None
+    spaces = [i for i, c in enumerate(text) if c == " " and text[:i].count("$") % 2 == 0]
+    if not spaces:
+        return None
+    at = min(spaces, key=lambda i: abs(i - len(text) / 2))
+    return text[:at] + "\n" + text[at + 1:]
+
+
+def _titles_and_labels(fig) -> set[int]:
+    """The texts that may be set on two lines: the figure's and the axes' titles and the axis labels."""
+    found = [fig._suptitle] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        found += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+    return {id(text) for text in found}
+
+
+def _unclash(fig, tight: bool) -> None:
+    """Titles and axis labels that the enlarging made run into another text, set on two lines (the longer of each
+    pair), while that helps."""
+    breakable = _titles_and_labels(fig)
+    for _ in range(3):
+        pairs, _outside = colliding(fig, tight)
+        broken = False
+        for pair in pairs:
+            candidates = sorted((t for t in pair if id(t) in breakable), key=lambda t: -len(t.get_text()))
+            for text in candidates:
+                two_lines = break_line(text.get_text())
+                if two_lines is not None:
+                    text.set_text(two_lines)
+                    broken = True
+                    break
+        if not broken:
+            return
+        fig.canvas.draw()
+        fig.canvas.draw()
+
+
+def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close: bool = True) -> SlideFigure:
+    """`fig` fitted for a slide and saved as a PNG at `path` (at twice its shown size); closes it (unless `close` is
+    false). `tight`: all
+    that is drawn is shown, as Jupyter shows a figure; otherwise the figure's frame (a schematic's panel). A figure
+    whose enlarged texts overlap or leave it is saved as drawn instead (only scaled to the box), with its problems,
+    so that the deck shows it whole and `make slides` reports it."""
     import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    FigureCanvasAgg(fig)
     fig.canvas.draw()
     sizes = [(text, text.get_fontsize()) for text in _texts(fig)]
     ticks = [(ax, name, axis.get_major_ticks()[0].label1.get_fontsize())
              for ax in fig.axes for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)) if axis.get_major_ticks()]
+    labels = [(text, text.get_text()) for text in _texts(fig)]
     engine = fig.get_layout_engine()
-    per_inch, smallest = fit(fig, box)
-    overlaps, outside = problems(fig)
+    region, per_inch, text_px, smallest = fit(fig, box, tight=tight)
+    if problems(fig, tight) != ([], []):  # a title or label on two lines, then fitted again
+        _unclash(fig, tight)
+        region, per_inch, text_px, smallest = fit(fig, box, tight=tight)
+    overlaps, outside = problems(fig, tight)
     if overlaps or outside:  # undone: the figure as drawn, scaled to the box
         for text, size in sizes:
             text.set_fontsize(size)
+            text.set_wrap(False)
+        for text, label in labels:
+            text.set_text(label)
         for ax, name, size in ticks:
             ax.tick_params(axis=name, labelsize=size)
         fig.set_layout_engine(engine if engine is not None else "none")
-        per_inch, smallest = fit(fig, box, enlarge=False)
-    width, height = fig.get_size_inches()
-    fig.savefig(path, format="png", dpi=2 * per_inch, metadata={"Software": None})
-    plt.close(fig)
-    return SlideFigure(path.name, round(width * per_inch), round(height * per_inch), round(float(smallest), 2),
-                       overlaps, outside)
+        region, per_inch, text_px, smallest = fit(fig, box, enlarge=False, tight=tight)
+    fig.savefig(path, format="png", dpi=2 * per_inch, bbox_inches=region if tight else None, pad_inches=0,
+                metadata={"Software": None})
+    if close:
+        plt.close(fig)
+    return SlideFigure(path.name, round(region.width * per_inch), round(region.height * per_inch),
+                       round(float(text_px), 2), smallest, overlaps, outside)
 
 
 # The cell injected before a chapter's own: figures are kept open (no inline backend) and saved after each figure
@@ -167,17 +253,53 @@ from tools.course import slide_figures as _slide_figures
 KERNEL_CAPTURE = "_slide_figures.capture({index}, {out!r}, {prefix!r})"
 
 
+def rows(fig) -> list[list]:
+    """The axes of a grid of plots, row by row (a colour bar goes with the row beside it); one row if not a grid."""
+    gridded = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
+    starts = sorted({ax.get_subplotspec().rowspan.start for ax in gridded})
+    if len(starts) < 2:
+        return [list(fig.axes)]
+    found = {start: [ax for ax in gridded if ax.get_subplotspec().rowspan.start == start] for start in starts}
+    for ax in fig.axes:
+        if ax.get_subplotspec() is None:  # a colour bar or an inset: the row whose height holds its middle
+            middle = (ax.get_position().y0 + ax.get_position().y1) / 2
+            row = min(starts, key=lambda s: min(abs(middle - (a.get_position().y0 + a.get_position().y1) / 2)
+                                                for a in found[s]))
+            found[row].append(ax)
+    return [found[start] for start in starts]
+
+
+def save_figure(fig, path: Path) -> list[SlideFigure]:
+    """A notebook's figure for slides: whole if its text can be made readable (save); otherwise, if it is a grid of
+    plots with several rows, one row per slide, each at the larger size a row can be shown at."""
+    import matplotlib.pyplot as plt
+
+    whole = save(fig, path, close=False)
+    grid = rows(fig)
+    if not whole.problems and whole.text_px * (1 - MARGIN) >= MIN_TEXT_PX or len(grid) < 2:
+        plt.close(fig)
+        return [whole]
+    path.unlink()
+    panels = []
+    for k, row in enumerate(grid):
+        for ax in fig.axes:
+            ax.set_visible(any(ax is a for a in row))
+        panels.append(save(fig, path.with_name(f"{path.stem}-row{k}.png"), close=False))
+    plt.close(fig)
+    return panels
+
+
 def capture(index: int, out: str, prefix: str) -> None:
     """In the kernel: save every open figure (the ones cell `index` drew) for a slide, and add them to the manifest
-    `out/manifest.json` under `prefix-index`."""
+    `out/manifest-prefix.json` under `prefix-index`."""
     import matplotlib.pyplot as plt
 
     folder = Path(out)
-    manifest_path = folder / "manifest.json"
+    manifest_path = folder / f"manifest-{prefix}.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     figures = []
     for k, number in enumerate(plt.get_fignums()):
-        figures.append(asdict(save(plt.figure(number), folder / f"{prefix}-{index:02d}-{k}.png")))
+        figures += [asdict(f) for f in save_figure(plt.figure(number), folder / f"{prefix}-{index:02d}-{k}.png")]
     manifest[f"{prefix}-{index}"] = figures
     manifest_path.write_text(json.dumps(manifest, indent=1))
 
@@ -186,7 +308,20 @@ def capture(index: int, out: str, prefix: str) -> None:
 # shown in panels, slide after slide, each a rectangle (x0, x1, y0, y1) of it in inches (its drawing units), cut
 # where nothing is cut through (the panels may share a row, to keep the thread).
 PANELS = {
-    "qkv_flow": [(0.0, 7.5, 4.2, 9.1), (0.0, 7.5, 0.0, 4.9)],
+    "qkv_flow": [(0.0, 7.5, 4.2, 9.1), (0.0, 7.5, 0.0, 4.9)],  # tokens to scores; scores to z
+    "scores_matrix": [(0.0, 9.3, 6.1, 9.9), (0.0, 6.9, 2.0, 6.0), (5.9, 11.8, 2.0, 6.0), (9.6, 11.8, 6.2, 9.9),
+                      (0.0, 11.8, 0.0, 1.95)],  # K and its transpose; Q K^T; softmax and A V; V; the key
+    "head_split": [(-0.2, 3.45, 5.3, 8.1), (-0.2, 5.1, 1.75, 5.4), (3.4, 8.8, 4.4, 8.1), (3.4, 8.8, 1.6, 4.4),
+                   (8.0, 12.7, 4.0, 7.6), (8.8, 12.7, 0.7, 4.3), (-0.1, 8.7, 0.0, 1.25)],  # split, heads, concat
+    "mask_pipeline": [(-0.3, 5.0, 8.65, 10.8), (5.1, 10.5, 9.2, 10.8), (-0.3, 6.9, 5.4, 8.7), (4.2, 10.5, 5.4, 8.7),
+                      (-0.3, 6.5, 1.6, 4.65), (4.2, 10.5, 1.1, 5.4), (2.5, 10.4, 0.0, 1.25)],
+    "block_pre_post_ln": [(-0.2, 10.3, 0.0, 4.9), (-0.2, 10.3, 4.6, 9.9)],  # both blocks: lower half, upper half
+    "encoder_decoder": [(0.0, 10.4, 0.0, 5.0), (0.0, 10.4, 4.6, 9.5)],
+    "block_2017_vs_today": [(-0.1, 6.2, 0.95, 5.6), (-0.1, 6.2, 5.55, 10.8), (6.2, 12.5, 0.95, 5.6),
+                            (5.7, 12.7, 5.55, 10.8), (0.0, 12.4, 0.0, 0.95)],  # each block in two halves; the key
+    "kv_cache": [(0.0, 8.7, 3.7, 7.6), (7.0, 11.0, 3.7, 6.2), (0.0, 11.0, 2.7, 3.5), (0.0, 11.0, 0.0, 2.7)],
+    "induction_circuit": [(0.0, 11.0, 1.0, 6.3), (0.0, 11.0, 0.0, 1.0)],  # the circuit; why one layer is not enough
+    "zero_stages": [(0.0, 10.6, 3.2, 6.3), (0.0, 10.6, 0.5, 3.3), (0.0, 10.6, 0.0, 0.5)],
 }
 
 
@@ -202,7 +337,8 @@ def schematic(name: str, path: Path) -> list[SlideFigure]:
             fig.axes[0].set_xlim(x0, x1)
             fig.axes[0].set_ylim(y0, y1)
             fig.set_size_inches(x1 - x0, y1 - y0)
-        found.append(save(fig, path.with_name(f"{path.stem}-{k}.png") if len(panels) > 1 else path))
+        found.append(save(fig, path.with_name(f"{path.stem}-{k}.png") if len(panels) > 1 else path,
+                          tight=panel is None))
     return found
 
 
@@ -262,7 +398,7 @@ def redraw_chapter(chapter: Path, out: Path, timeout: int = 900) -> dict[int, li
             elif position in keep:
                 cells.append(nbformat.v4.new_code_cell("import matplotlib.pyplot as _plt; _plt.close('all')"))
         run = nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
-        manifest = out / "manifest.json"
+        manifest = out / f"manifest-{prefix}.json"
         manifest.unlink(missing_ok=True)
         execute(run, chapter.parent, timeout)
         for key, figures in json.loads(manifest.read_text()).items():

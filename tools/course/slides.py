@@ -398,7 +398,8 @@ def report(chapter: Path, figures: dict) -> None:
     for index, found in figures.items():
         for figure in found:
             small = figure.text_px * (1 - slide_figures.MARGIN) < slide_figures.MIN_TEXT_PX
-            for problem in ([f"text of {figure.text_px:.1f} CSS px"] if small else []) + figure.problems:
+            found_small = [f"text of {figure.text_px:.1f} CSS px ({figure.smallest!r})"] if small else []
+            for problem in found_small + figure.problems:
                 print(f"{chapter.name[:2]} cell {index} ({figure.file}): {problem}")
 
 
