@@ -8,6 +8,7 @@ The browser part is skipped when chromium, npm or playwright is missing, unless 
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -252,6 +253,23 @@ def test_slides_as_slides():
         deck = slides.build_deck(session, slides.book_macros())
         code = "\n".join(re.findall(r'<pre><code class="python">(.*?)</code></pre>', deck, re.S))
         assert not re.search(r"^\s*assert |check_close\(|assert_close\(", code, re.M), session.number
+        opening = deck.split("<section", 2)[1]  # the title slide: its objectives' math typeset, not "$-\\infty$"
+        assert "$" not in re.sub(r"<code>.*?</code>", "", opening), (session.number, opening)
+        titles = [re.sub(r"<[^>]+>|\\[()]|\\[a-zA-Z]+|[{}_^]", "", t) for t in re.findall(r"<h3>(.*?)</h3>", deck)]
+        assert max(map(len, titles)) <= slides.TITLE_CHARS + 4, (session.number, max(titles, key=len))  # one line
+        long = [line for line in html.unescape(code).splitlines() if len(line) > slides.CODE_WIDTH
+                and not re.search(r"""(["']).{40,}\1""", line)]
+        assert not long, f"session {session.number}: code cut at the slide's edge: {long}"
+
+
+def test_a_long_caption_makes_a_short_title():
+    caption = ("The 2017 block as GPT-2 arranged it (left) and the Llama-style block (right), read bottom to top, "
+               "each repeated $N$ times between the embedding and the output layer.")
+    assert slides.shorten(caption) == "The 2017 block as GPT-2 arranged it and the Llama-style block"
+    assert slides.shorten("Masks, weights and $f(x, y)$, for one query: the rest. More.", 20) == (
+        "Masks, weights and $f(x, y)$")  # never cut inside math, nor after fewer than 15 characters
+    assert slides.shorten("A short caption, kept whole. More.") == "A short caption, kept whole"
+    assert slides.visible_length("over $d_{\\text{model}} = 4$") == len("over dmodel = 4")
 
 
 def test_slide_code_drops_self_checks_only():
@@ -261,6 +279,34 @@ def test_slide_code_drops_self_checks_only():
     assert slides.slide_code(source) == ("z = f(x)  # (B, T, d)\nfor a in xs:\n    print(a)\n"
                                          "def g(y):\n    assert y > 0\n    return y")
     assert slides.slide_code("not python (") == "not python ("
+
+
+def test_code_on_slides_fits_and_means_the_same():
+    """Every code line of every deck within slides.CODE_WIDTH characters, except a line held by one long string
+    (the browser wraps it), and the wrapped code is the same Python (the same syntax tree)."""
+    import ast
+
+    assert slides.wrap_code("x = compute(first_argument, second_argument)  # (B, T, d_model): a shape comment",
+                            width=40) == ("# (B, T, d_model): a shape comment\nx = compute(first_argument,\n"
+                                          "    second_argument)")
+    assert slides.wrap_code("total = first_value + second_value", width=24) == (
+        "total = first_value + \\\n    second_value")  # outside brackets: a backslash
+    assert slides.wrap_code('the_label = "a string, with spaces"', width=20) == (
+        'the_label = \\\n    "a string, with spaces"')  # never inside the string
+    wrapped = 0
+    for chapter in CHAPTERS:
+        cells = nbformat.read(chapter, as_version=4).cells
+        for i in slides.slide_cells(cells):
+            if cells[i].cell_type != "code":
+                continue
+            shown = slides.slide_code(cells[i].source)
+            fitted = slides.wrap_code(shown)
+            assert ast.dump(ast.parse(fitted)) == ast.dump(ast.parse(shown)), f"{chapter.name} cell {i}"
+            wrapped += fitted != shown
+            for line in fitted.splitlines():
+                if len(line) > slides.CODE_WIDTH:
+                    assert re.search(r"""(["']).{40,}\1""", line), f"{chapter.name} cell {i}: {line!r}"
+    assert wrapped > 20
 
 
 def test_speaker_notes_keep_their_math():
@@ -327,14 +373,55 @@ def test_a_tall_grid_of_plots_is_shown_row_by_row(tmp_path):
     for ax in axes:
         ax.plot(range(100, 1100, 100), range(10))
         ax.set_xticks(range(100, 1100, 100), [str(v) for v in range(100, 1100, 100)], fontsize=6)
+        ax.plot(range(100, 1100, 100), range(10, 0, -1), label="falling")
+    fig.suptitle("Two rows")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center")  # the figure's: on every row's slide
     assert [len(row) for row in slide_figures.rows(fig)] == [1, 1]
     panels = slide_figures.save_figure(fig, tmp_path / "grid.png")
     assert [p.file for p in panels] == ["grid-row0.png", "grid-row1.png"], panels
     assert all(not p.problems and p.text_px * (1 - slide_figures.MARGIN) >= 18 for p in panels), panels
+    # each row laid out as a figure of its own: a row's shape, not a page with the other row's space left blank
+    assert all(p.height <= 1.25 * p.width for p in panels), panels
+    assert fig.get_size_inches().tolist() == [6, 10]  # the figure as it was, after the rows
     assert not (tmp_path / "grid.png").exists()
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot([1, 2], [1, 2])
     assert [p.file for p in slide_figures.save_figure(fig, tmp_path / "one.png")] == ["one.png"]
+
+
+def test_a_legend_under_a_grid_clears_the_enlarged_labels(tmp_path):
+    """A grid laid out once for the page (fig.tight_layout) with the figure's legend under it, as chapter 13 draws
+    its loss curves: laid out again, the legend moved under the enlarged tick and axis labels, all readable. The
+    ticks of an axes drawn with axis("off") are not texts of the figure."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from tools.course import slide_figures
+
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+    for k, ax in enumerate(axes.flat):
+        ax.plot(range(10), [(k + i) % 4 / 4 for i in range(10)], "o-", label="masked LM")
+        ax.axhline(0.5, label="unigram")
+        ax.set_title("all chosen positions (the training loss)", fontsize=10)
+    for ax in axes[1]:
+        ax.set_xlabel("pretraining step (64 windows each)")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=9,
+               bbox_to_anchor=(0.5, -0.05))
+    fig.suptitle("Pretraining a 2-layer encoder: the held-out loss, position by position")
+    fig.tight_layout()
+    shown = slide_figures.save(fig, tmp_path / "curves.png", close=False)
+    assert not shown.problems and shown.text_px * (1 - slide_figures.MARGIN) >= 18, shown
+    renderer = fig.canvas.get_renderer()
+    assert fig.legends[0].get_window_extent(renderer).y1 <= min(ax.get_tightbbox(renderer).y0 for ax in fig.axes)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(12, 2))
+    ax.text(0.5, 0.5, "a drawing, not a plot")
+    ax.axis("off")
+    fig.canvas.draw()
+    assert [t.get_text() for t in slide_figures._texts(fig)] == ["a drawing, not a plot"]
+    plt.close(fig)
 
 
 def test_a_tall_schematic_is_shown_in_readable_panels(tmp_path):
@@ -347,3 +434,24 @@ def test_a_tall_schematic_is_shown_in_readable_panels(tmp_path):
         assert (tmp_path / panel.file).is_file()
     with pytest.raises(ValueError, match="no schematic"):
         slide_figures.schematic("no_such_figure", tmp_path / "x.png")
+
+
+def test_no_panel_cuts_through_a_box_or_a_text():
+    """Every panel of every schematic shown in panels leaves each box and text whole (in it or out of it) and no
+    frame's edge as a stray line; a panel that cuts through the scores of qkv_flow is caught."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from tools.course import slide_figures
+
+    for name, panels in slide_figures.PANELS.items():
+        fig = slide_figures._draw_schematic(name)
+        FigureCanvasAgg(fig)
+        for k, panel in enumerate(panels):
+            assert not slide_figures.cut_through(fig, panel), (name, k, slide_figures.cut_through(fig, panel))
+    fig = slide_figures._draw_schematic("qkv_flow")
+    FigureCanvasAgg(fig)
+    assert len(slide_figures.cut_through(fig, (0.0, 7.5, 4.4, 9.1))) == 10  # the five score boxes and their texts
+    assert slide_figures.cut_through(fig, (0.1, 7.5, 0.0, 9.1)) == []  # nothing cut by a margin

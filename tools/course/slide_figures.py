@@ -64,6 +64,8 @@ def _texts(fig, region=None):
     drawn = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
              for tick in axis._update_ticks() for label in (tick.label1, tick.label2)}  # ticks in the axis's view
     hidden = {id(t) for ax in fig.axes if not ax.get_visible() for t in ax.findobj(Text)}  # a row not shown
+    hidden |= {id(t) for ax in fig.axes if not ax.axison for axis in (ax.xaxis, ax.yaxis)
+               for t in axis.findobj(Text)}  # an axes drawn with axis("off") shows no ticks nor axis labels
     texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.get_figure() is fig
              and (id(t) not in ticks or id(t) in drawn) and id(t) not in hidden]
     if region is None:
@@ -96,6 +98,36 @@ def _enlarge(fig, least: float) -> None:
             text.set_fontsize(least)
 
 
+def _legends_below(fig) -> bool:
+    """A figure's own legend put under its plots (at "lower center", as a notebook puts one under a grid), moved down
+    to clear their enlarged tick labels and axis labels, which no layout engine makes room for, and set in fewer
+    columns if its enlarged entries make it wider than the plots; True if one changed."""
+    renderer = fig.canvas.get_renderer()
+    plots = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
+    moved = False
+    for legend in list(fig.legends):
+        if not plots or not (legend._loc == 8 or getattr(legend, "_below_plots", False)):  # 8: lower center
+            continue
+        lowest = min(box.y0 for box in plots)  # display px
+        wide = max(box.x1 for box in plots) - min(box.x0 for box in plots)
+        if legend.get_window_extent(renderer).width > wide and legend._ncols > 1:  # enlarged: one column fewer
+            # (a legend lays its entries out once, when made: made again)
+            fig.legends.remove(legend)
+            legend = fig.legend(legend.legend_handles, [t.get_text() for t in legend.texts], loc="upper center",
+                                ncols=legend._ncols - 1, fontsize=legend.texts[0].get_fontsize(),
+                                frameon=legend.get_frame_on())  # placed under the plots below
+            legend._below_plots = True
+            fig.canvas.draw()
+            moved = True
+        if legend.get_window_extent(renderer).y1 > lowest:
+            y = fig.transFigure.inverted().transform((0, lowest))[1]
+            legend.set_loc("upper center")
+            legend._below_plots = True
+            legend.set_bbox_to_anchor((0.5, y), transform=fig.transFigure)
+            moved = True
+    return moved
+
+
 def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool = True, tight: bool = True):
     """Raise `fig`'s small texts for slide display (module docstring; not if `enlarge` is false) and lay it out
     again. Returns the shown part (inches), the CSS px per inch it is shown at, its smallest text's size in CSS px
@@ -103,7 +135,9 @@ def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)  # drawn with Agg, whatever backend made it (the schematics' is SVG)
-    if fig.get_layout_engine() is None and any(ax.get_subplotspec() for ax in fig.axes):
+    engine = fig.get_layout_engine()  # fig.tight_layout() leaves a placeholder: laid out once, for the page's text
+    if (engine is None or type(engine).__name__ == "PlaceHolderLayoutEngine") and any(
+            ax.get_subplotspec() for ax in fig.axes):
         # plots made without a layout (a schematic's one axes spans its figure): constrained, which makes room for a
         # figure's title and legend, unless it holds a colour bar or axes placed by hand, then tight
         placed = any(ax.get_subplotspec() is None or ax.get_label() == "<colorbar>" for ax in fig.axes)
@@ -125,6 +159,8 @@ def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool
                     text.set_wrap(True)
         fig.canvas.draw()
         fig.canvas.draw()  # a layout settles on the second draw
+        if _legends_below(fig):
+            fig.canvas.draw()
         region = _region(fig, tight)
         per_inch = min(box[0] * fig.dpi / region.width, box[1] * fig.dpi / region.height)
         size = min((t.get_fontsize() for t in _texts(fig, region)), default=target) * per_inch / 72
@@ -215,6 +251,7 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
     ticks = [(ax, name, axis.get_major_ticks()[0].label1.get_fontsize())
              for ax in fig.axes for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)) if axis.get_major_ticks()]
     labels = [(text, text.get_text()) for text in _texts(fig)]
+    legends = [(legend, legend._loc, legend._bbox_to_anchor) for legend in fig.legends]
     engine = fig.get_layout_engine()
     region, per_inch, text_px, smallest = fit(fig, box, tight=tight)
     if problems(fig, tight) != ([], []):  # a title or label on two lines, then fitted again
@@ -229,6 +266,9 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
             text.set_text(label)
         for ax, name, size in ticks:
             ax.tick_params(axis=name, labelsize=size)
+        fig.legends[:] = [legend for legend, _, _ in legends]  # the figure's own, as they were
+        for legend, loc, anchor in legends:
+            legend._loc, legend._bbox_to_anchor, legend._below_plots = loc, anchor, False
         fig.set_layout_engine(engine if engine is not None else "none")
         region, per_inch, text_px, smallest = fit(fig, box, enlarge=False, tight=tight)
     fig.savefig(path, format="png", dpi=2 * per_inch, bbox_inches=region if tight else None, pad_inches=0,
@@ -254,39 +294,99 @@ KERNEL_CAPTURE = "_slide_figures.capture({index}, {out!r}, {prefix!r})"
 
 
 def rows(fig) -> list[list]:
-    """The axes of a grid of plots, row by row (a colour bar goes with the row beside it); one row if not a grid."""
-    gridded = [ax for ax in fig.axes if ax.get_subplotspec() is not None]
+    """The axes of a grid of plots, row by row (a colour bar goes with every row it serves, an inset with the row
+    beside it); one row if not a grid."""
+    gridded = [ax for ax in fig.axes if ax.get_subplotspec() is not None and not hasattr(ax, "_colorbar_info")]
     starts = sorted({ax.get_subplotspec().rowspan.start for ax in gridded})
     if len(starts) < 2:
         return [list(fig.axes)]
     found = {start: [ax for ax in gridded if ax.get_subplotspec().rowspan.start == start] for start in starts}
     for ax in fig.axes:
-        if ax.get_subplotspec() is None:  # a colour bar or an inset: the row whose height holds its middle
+        if any(ax is a for a in gridded):
+            continue
+        parents = getattr(ax, "_colorbar_info", {}).get("parents", [])
+        served = [s for s in starts if any(p is a for p in parents for a in found[s])]
+        if not served:  # an inset, or a colour bar placed by hand: the row whose height holds its middle
             middle = (ax.get_position().y0 + ax.get_position().y1) / 2
-            row = min(starts, key=lambda s: min(abs(middle - (a.get_position().y0 + a.get_position().y1) / 2)
-                                                for a in found[s]))
-            found[row].append(ax)
+            served = [min(starts, key=lambda s: min(abs(middle - (a.get_position().y0 + a.get_position().y1) / 2)
+                                                    for a in found[s]))]
+        for start in served:
+            found[start].append(ax)
     return [found[start] for start in starts]
+
+
+def _alone(fig, grid: list[list], k: int):
+    """Lay `fig` out as row `k` of its grid alone, as if drawn as a figure of its own: the other rows hidden and
+    out of the layout, the row's plots on a grid of one row with the same columns, the figure a row tall (and what
+    it holds above and below), the row's tick labels and axis labels shown (a shared axis shows them on its bottom
+    row only). Returns a function that puts back what the next row needs (its grid, what is shown, the size)."""
+    from matplotlib.gridspec import GridSpec
+
+    row = grid[k]
+    shown = {id(ax) for ax in row}
+    size = fig.get_size_inches().copy()
+    kept = [(ax, ax.get_subplotspec(), ax.get_visible(), ax.get_in_layout(), ax.get_xlabel()) for ax in fig.axes]
+    parents = {id(ax): list(ax._colorbar_info["parents"]) for ax in fig.axes if hasattr(ax, "_colorbar_info")}
+    bottom = {ax.get_subplotspec().colspan.start: ax for ax in grid[-1] if ax.get_subplotspec() is not None}
+    for ax in fig.axes:
+        ax.set_visible(id(ax) in shown)
+        ax.set_in_layout(id(ax) in shown)
+    for ax in row:
+        if id(ax) in parents:  # a colour bar: it serves the row's plots only
+            ax._colorbar_info["parents"] = [p for p in parents[id(ax)] if id(p) in shown]
+            continue
+        spec = ax.get_subplotspec()
+        if spec is None:
+            continue
+        gs = spec.get_gridspec()
+        one = GridSpec(1, gs.ncols, figure=fig, width_ratios=gs.get_width_ratios())
+        ax.set_subplotspec(one[0, spec.colspan.start:spec.colspan.stop])
+        below = bottom.get(spec.colspan.start)
+        if len(ax.get_shared_x_axes().get_siblings(ax)) > 1 and below is not None:  # labelled on the bottom row only
+            labels = below.get_xticklabels()
+            ax.tick_params(axis="x", labelbottom=True, labelrotation=labels[0].get_rotation() if labels else 0)
+        if not ax.get_xlabel() and below is not None and below.get_xlabel():
+            ax.set_xlabel(below.get_xlabel(), fontsize=below.xaxis.label.get_fontsize())
+    fig.set_size_inches(size[0], size[1] / len(grid) + 1.0)  # a row, and an inch for what is above and below
+
+    def back() -> None:
+        for ax, spec, visible, in_layout, xlabel in kept:
+            if spec is not None:
+                ax.set_subplotspec(spec)
+            ax.set_visible(visible)
+            ax.set_in_layout(in_layout)
+            ax.set_xlabel(xlabel)
+        for ax in fig.axes:
+            if id(ax) in parents:
+                ax._colorbar_info["parents"] = parents[id(ax)]
+        fig.set_size_inches(size)
+    return back
 
 
 def save_figure(fig, path: Path) -> list[SlideFigure]:
     """A notebook's figure for slides: whole if its text can be made readable (save); otherwise, if it is a grid of
-    plots with several rows, one row per slide, each at the larger size a row can be shown at."""
+    plots with several rows, one row per slide, each laid out as a figure of its own (_alone), if that makes each
+    row's text larger without overlaps; else whole, its small text reported."""
     import matplotlib.pyplot as plt
 
     whole = save(fig, path, close=False)
     grid = rows(fig)
-    if not whole.problems and whole.text_px * (1 - MARGIN) >= MIN_TEXT_PX or len(grid) < 2:
+    readable = lambda f: not f.problems and f.text_px * (1 - MARGIN) >= MIN_TEXT_PX  # noqa: E731
+    if readable(whole) or len(grid) < 2:
         plt.close(fig)
         return [whole]
-    path.unlink()
     panels = []
-    for k, row in enumerate(grid):
-        for ax in fig.axes:
-            ax.set_visible(any(ax is a for a in row))
+    for k in range(len(grid)):
+        back = _alone(fig, grid, k)
         panels.append(save(fig, path.with_name(f"{path.stem}-row{k}.png"), close=False))
+        back()
     plt.close(fig)
-    return panels
+    if all(not p.problems for p in panels) and min(p.text_px for p in panels) > whole.text_px + 1:
+        path.unlink()
+        return panels
+    for panel in panels:
+        path.with_name(panel.file).unlink()
+    return [whole]
 
 
 def capture(index: int, out: str, prefix: str) -> None:
@@ -308,21 +408,54 @@ def capture(index: int, out: str, prefix: str) -> None:
 # shown in panels, slide after slide, each a rectangle (x0, x1, y0, y1) of it in inches (its drawing units), cut
 # where nothing is cut through (the panels may share a row, to keep the thread).
 PANELS = {
-    "qkv_flow": [(0.0, 7.5, 4.2, 9.1), (0.0, 7.5, 0.0, 4.9)],  # tokens to scores; scores to z
-    "scores_matrix": [(0.0, 9.3, 6.1, 9.9), (0.0, 6.9, 2.0, 6.0), (5.9, 11.8, 2.0, 6.0), (9.6, 11.8, 6.2, 9.9),
-                      (0.0, 11.8, 0.0, 1.95)],  # K and its transpose; Q K^T; softmax and A V; V; the key
-    "head_split": [(-0.2, 3.45, 5.3, 8.1), (-0.2, 5.1, 1.75, 5.4), (3.4, 8.8, 4.4, 8.1), (3.4, 8.8, 1.6, 4.4),
-                   (8.0, 12.7, 4.0, 7.6), (8.8, 12.7, 0.7, 4.3), (-0.1, 8.7, 0.0, 1.25)],  # split, heads, concat
-    "mask_pipeline": [(-0.3, 5.0, 8.65, 10.8), (5.1, 10.5, 9.2, 10.8), (-0.3, 6.9, 5.4, 8.7), (4.2, 10.5, 5.4, 8.7),
-                      (-0.3, 6.5, 1.6, 4.65), (4.2, 10.5, 1.1, 5.4), (2.5, 10.4, 0.0, 1.25)],
-    "block_pre_post_ln": [(-0.2, 10.3, 0.0, 4.9), (-0.2, 10.3, 4.6, 9.9)],  # both blocks: lower half, upper half
-    "encoder_decoder": [(0.0, 10.4, 0.0, 5.0), (0.0, 10.4, 4.6, 9.5)],
-    "block_2017_vs_today": [(-0.1, 6.2, 0.95, 5.6), (-0.1, 6.2, 5.55, 10.8), (6.2, 12.5, 0.95, 5.6),
-                            (5.7, 12.7, 5.55, 10.8), (0.0, 12.4, 0.0, 0.95)],  # each block in two halves; the key
-    "kv_cache": [(0.0, 8.7, 3.7, 7.6), (7.0, 11.0, 3.7, 6.2), (0.0, 11.0, 2.7, 3.5), (0.0, 11.0, 0.0, 2.7)],
+    "qkv_flow": [(0.0, 7.5, 4.05, 9.1), (0.0, 7.5, 0.0, 4.9)],  # tokens to scores; scores to z
+    "scores_matrix": [(0.0, 11.8, 0.0, 1.95), (0.0, 9.3, 6.1, 9.9), (0.0, 5.9, 2.0, 6.0), (9.6, 11.8, 6.2, 9.9),
+                      (5.9, 11.8, 2.0, 6.0)],  # the key; K and its transpose; Q K^T; V; softmax and A V
+    "head_split": [(-0.1, 8.7, 0.0, 1.25), (-0.2, 3.45, 5.3, 8.1), (-0.2, 5.1, 1.75, 5.4), (3.4, 8.8, 4.75, 8.1),
+                   (3.4, 8.8, 1.6, 4.75), (8.0, 12.7, 4.0, 7.6), (8.8, 12.7, 0.4, 4.05)],  # the key; split; heads;
+    # concatenated; W_O
+    "mask_pipeline": [(-0.3, 10.5, 8.4, 10.8), (-0.3, 10.5, 5.4, 8.72), (-0.3, 10.5, 0.0, 5.4)],  # padding mask
+    # and the key; padding and causal combined; scores, masked, weights (and the padding query's row)
+    "block_pre_post_ln": [(-0.2, 10.3, 0.0, 5.1), (-0.2, 10.3, 4.5, 9.9)],  # both blocks: lower half, upper half
+    "encoder_decoder": [(0.0, 10.4, 0.0, 5.2), (0.0, 10.4, 4.6, 9.5)],
+    "block_2017_vs_today": [(0.0, 12.4, 0.0, 0.95), (-0.1, 6.2, 0.95, 5.6), (-0.1, 5.75, 5.55, 10.8),
+                            (6.2, 12.5, 0.95, 5.6), (5.75, 12.7, 5.55, 10.8)],  # the key (the four changes);
+    # each block in two halves, bottom to top as the data flows
+    "kv_cache": [(0.0, 8.7, 3.7, 7.6), (7.0, 11.0, 3.7, 6.2), (0.0, 11.0, 0.0, 3.5)],
     "induction_circuit": [(0.0, 11.0, 1.0, 6.3), (0.0, 11.0, 0.0, 1.0)],  # the circuit; why one layer is not enough
-    "zero_stages": [(0.0, 10.6, 3.2, 6.3), (0.0, 10.6, 0.5, 3.3), (0.0, 10.6, 0.0, 0.5)],
+    "zero_stages": [(0.0, 10.6, 3.2, 6.3), (0.0, 10.6, 0.0, 3.3)],
 }
+
+
+def cut_through(fig, panel: tuple[float, float, float, float], slack: float = 0.03) -> list[str]:
+    """The boxes and texts of a schematic (drawn, its axes in inches) that `panel` (x0, x1, y0, y1) cuts through:
+    partly inside it and partly out, by more than `slack` inches, though they would fit in it. A frame (an unfilled
+    box around a block, larger than a panel) may be cut, but not leave a stray line at the panel's edge."""
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+    from matplotlib.text import Text
+
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    x0, x1, y0, y1 = panel
+    found = []
+    for artist in ax.findobj(lambda a: isinstance(a, Rectangle | FancyBboxPatch | Text)):
+        if artist is ax.patch or not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text()):
+            continue
+        box = artist.get_window_extent(renderer).transformed(ax.transData.inverted())
+        wide, tall = min(box.x1, x1) - max(box.x0, x0), min(box.y1, y1) - max(box.y0, y0)  # the part inside
+        out = box.x0 < x0 - slack or box.x1 > x1 + slack or box.y0 < y0 - slack or box.y1 > y1 + slack
+        if not isinstance(artist, Text) and artist.get_facecolor()[3] == 0:  # a frame around a block: its edge
+            stray = out and 0 < min(wide, tall) < 0.2  # a line at the panel's edge
+            if stray:
+                found.append(f"a frame's edge at x {box.x0:.2f}-{box.x1:.2f}, y {box.y0:.2f}-{box.y1:.2f}")
+            continue
+        if box.width > x1 - x0 + slack or box.height > y1 - y0 + slack:
+            continue
+        if wide > slack and tall > slack and out:
+            what = artist.get_text().strip() if isinstance(artist, Text) else type(artist).__name__
+            found.append(f"{what!r} at x {box.x0:.2f}-{box.x1:.2f}, y {box.y0:.2f}-{box.y1:.2f}")
+    return found
 
 
 def schematic(name: str, path: Path) -> list[SlideFigure]:

@@ -20,9 +20,12 @@ import argparse
 import ast
 import base64
 import html
+import io
 import json
 import re
 import shutil
+import textwrap
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +56,7 @@ STYLE = """
 .reveal section img.slide-figure { max-height: none; max-width: none; margin: 0 auto; }  /* drawn at its shown size */
 .reveal mjx-container[display="true"] > svg { max-width: 100%; height: auto; }  /* a long equation shrinks to fit */
 .reveal pre { font-size: 0.64em; width: 100%; box-shadow: none; }
-.reveal pre code { max-height: 500px; padding: 0.4em; background: #f6f6f6; }
+.reveal pre code { max-height: 500px; padding: 0.4em; background: #f6f6f6; white-space: pre-wrap; }  /* a long string */
 .reveal pre.output { white-space: pre-wrap; }
 .reveal pre.output code { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 260px; }
 .reveal pre.output code { background: #fff; border-left: 3px solid #ccc; }
@@ -118,8 +121,24 @@ def _math(content: str, info: dict) -> str:
     return f"\\[{content}\\]" if info["display_mode"] else f"\\({content}\\)"
 
 
+def _from_the_start(rule):
+    """mdit-py-plugins' inline `$` rule looks for a digit before an opening `$` at src[pos - 1], which at the start
+    of a text is its last character: "$-\\infty$ ... in float16" lost its math. At the start, it reads a space."""
+    def rule_at_start(state, silent):
+        if state.pos != 0:
+            return rule(state, silent)
+        src, state.src = state.src, state.src + " "  # parsing stops at state.posMax: the space is never parsed
+        try:
+            return rule(state, silent)
+        finally:
+            state.src = src
+    return rule_at_start
+
+
 MD = MarkdownIt("commonmark", {"html": True}).enable("table")
 dollarmath_plugin(MD, renderer=_math, allow_digits=False)
+MD.inline.ruler.at("math_inline", _from_the_start(
+    next(r.fn for r in MD.inline.ruler.__rules__ if r.name == "math_inline")))
 
 
 def prose_words(source: str) -> int:
@@ -175,6 +194,70 @@ def slide_code(source: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
 
 
+CODE_WIDTH = 100  # characters of code a slide shows on one line (0.64 em monospace, 1280 px: about 108)
+
+
+def _depth(events: list[tuple[int, int]], column: int, at_start: int) -> int:
+    """The bracket depth at `column` of a line that starts at depth `at_start`, from its (column, depth) changes."""
+    found = [depth for col, depth in events if col <= column]
+    return found[-1] if found else at_start
+
+
+def wrap_code(source: str, width: int = CODE_WIDTH) -> str:
+    """Code lines longer than `width` made to fit a slide, still Python: a comment goes on lines of its own above its
+    code (wrapped if long); code breaks at a space inside brackets (after a comma if it can), else at a space with a
+    backslash, never inside a one-line string; the rest is indented four more. Lines of `width` or less stay."""
+    lines = source.splitlines()
+    comments: dict[int, int] = {}  # line number -> column where its comment starts
+    strings: dict[int, list[tuple[int, int]]] = {}  # line number -> (start, end) columns of its one-line strings
+    depth_at: dict[int, list[tuple[int, int]]] = {}  # line number -> (column, bracket depth from there on)
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            (row, col), (end_row, end_col) = token.start, token.end
+            if token.type == tokenize.COMMENT:
+                comments[row] = col
+            elif token.type == tokenize.STRING and row == end_row:  # a docstring's lines may break
+                strings.setdefault(row, []).append((col, end_col))
+            elif token.type == tokenize.OP and token.string in "([{)]}":
+                depth += 1 if token.string in "([{" else -1
+                depth_at.setdefault(row, []).append((end_col, depth))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source  # not Python: as it is
+    out, depth = [], 0
+    for number, line in enumerate(lines, start=1):
+        starts_at = depth  # bracket depth at the line's start
+        events = depth_at.get(number, [])
+        depth = events[-1][1] if events else depth
+        if len(line) <= width:
+            out.append(line)
+            continue
+        if starts_at > 0 and out:  # a continuation lined up under its bracket: four in from the line above
+            above = out[-1][:len(out[-1]) - len(out[-1].lstrip())]
+            line = above + "    " + line.lstrip() if len(above) + 4 < len(line) - len(line.lstrip()) else line
+        indent = line[:len(line) - len(line.lstrip())]
+        if number in comments:
+            comment = line[comments[number]:].lstrip("#").strip()
+            out += [indent + "# " + part for part in textwrap.wrap(comment, width - len(indent) - 2)]
+            line = line[:comments[number]].rstrip()
+            if not line.strip():
+                continue
+        inside, shift = strings.get(number, []), 0  # shift: columns the rest of the line has moved left
+        while len(line) > width:
+            free = [i for i in range(len(indent) + 8, width - 1) if line[i] == " "
+                    and not any(a <= i + shift < b for a, b in inside)]
+            nested = [i for i in free if _depth(events, i + shift, starts_at) > 0]
+            if not free:
+                break
+            at = ([i for i in nested if line[i - 1] == ","] or nested or free)[-1]
+            out.append(line[:at].rstrip() + ("" if nested else " \\"))
+            rest = line[at + 1:].lstrip()
+            shift += len(line) - len(rest) - len(indent) - 4
+            line = indent + "    " + rest
+        out.append(line)
+    return "\n".join(out)
+
+
 def _alt(cell) -> str:
     """A figure's alt text: a schematic's own, or its caption, as the website has them."""
     meta = cell.get("metadata", {}).get("mystnb", {})
@@ -213,7 +296,7 @@ def render_cell(cell, images: bool = True) -> str:
         body = "\n".join(line for line in cell["source"].splitlines() if not line.startswith("#"))
         return MD.render(myst_to_markdown(body))
     shown = "" if "slide-output" in tags or "remove-input" in tags else slide_code(cell["source"])
-    code = f'<pre><code class="python">{html.escape(shown)}</code></pre>' if shown else ""
+    code = f'<pre><code class="python">{html.escape(wrap_code(shown))}</code></pre>' if shown else ""
     return code + render_outputs(cell, images)
 
 
@@ -225,20 +308,53 @@ def figure_image(figure: slide_figures.SlideFigure, cell) -> str:
 
 
 STEP = re.compile(r"\*\*(Step \d+[^*]*?)\.?\*\*")  # "**Step 2: every token's key and value.**"
+TITLE_CHARS = 72  # a slide title on one line (1.1 em of 30 px, 1280 px wide)
+
+
+def visible_length(text: str) -> int:
+    """About how many characters a title in Markdown takes on screen: math counts what it shows, not its TeX."""
+    shown = MATH.sub(lambda m: re.sub(r"\\[a-zA-Z]+|[{}_^$\\]", "", m.group(0)), text)
+    return len(re.sub(r"[*`]", "", shown))
+
+
+def _outside_math(text: str, pattern: str) -> list[re.Match]:
+    math = [m.span() for m in MATH.finditer(text)]
+    return [m for m in re.finditer(pattern, text) if not any(a <= m.start() < b for a, b in math)]
+
+
+def shorten(caption: str, limit: int = TITLE_CHARS) -> str:
+    """A caption's first sentence as a slide title: without its asides in parentheses, and cut at its first comma,
+    semicolon or colon (after a few words) while longer than `limit` characters on screen."""
+    title = re.split(r"(?<=[.:])\s", caption.strip(), maxsplit=1)[0].rstrip(".:")
+    if visible_length(title) <= limit:
+        return title
+    bare = title
+    for aside in reversed(_outside_math(title, r"\s*\([^()]*\)")):
+        bare = bare[:aside.start()] + bare[aside.end():]
+    title = bare if visible_length(bare) >= 20 else title
+    for cut in _outside_math(title, r"[,;:]\s"):
+        if visible_length(title) <= limit:
+            break
+        if visible_length(title[:cut.start()]) >= 15:
+            title = title[:cut.start()]
+    return title
 
 
 def slide_title(cell, section: str, subsection: str) -> str:
-    """What a slide shows, as its title: a step's own name, else a figure's caption (its first sentence), else the
-    subsection and section it belongs to; "" in the chapter's opening."""
+    """What a slide shows, as its title (one line: TITLE_CHARS): a step's own name (after its subsection's if both
+    fit), else a figure's caption (shortened), else the subsection and section it belongs to (the subsection alone
+    if both do not fit); "" in the chapter's opening."""
     step = STEP.search(cell.source) if cell.cell_type == "markdown" else None
     caption = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", "")
     if section in FRONT_MATTER:
         return ""
     if step:
-        return f"{subsection or section}: {step.group(1)}"
+        both = f"{subsection or section}: {step.group(1)}"
+        return both if visible_length(both) <= TITLE_CHARS else step.group(1)
     if caption:
-        return re.split(r"(?<=[.:])\s", caption.strip(), maxsplit=1)[0].rstrip(".:")
-    return f"{section}: {subsection}" if subsection else section
+        return shorten(caption)
+    both = f"{section}: {subsection}"
+    return both if subsection and visible_length(both) <= TITLE_CHARS else subsection or section
 
 
 def slide_cells(cells) -> list[int]:
@@ -399,8 +515,10 @@ def report(chapter: Path, figures: dict) -> None:
         for figure in found:
             small = figure.text_px * (1 - slide_figures.MARGIN) < slide_figures.MIN_TEXT_PX
             found_small = [f"text of {figure.text_px:.1f} CSS px ({figure.smallest!r})"] if small else []
-            for problem in found_small + figure.problems:
-                print(f"{chapter.name[:2]} cell {index} ({figure.file}): {problem}")
+            problems = found_small + figure.problems
+            more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+            if problems:
+                print(f"{chapter.name[:2]} cell {index} ({figure.file}): {'; '.join(problems[:3])}{more}".replace("\n", " "))
 
 
 if __name__ == "__main__":
