@@ -518,7 +518,8 @@ def report(chapter: Path, figures: dict) -> None:
             problems = found_small + figure.problems
             more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
             if problems:
-                print(f"{chapter.name[:2]} cell {index} ({figure.file}): {'; '.join(problems[:3])}{more}".replace("\n", " "))
+                shown = "; ".join(problems[:3]).replace("\n", " ")
+                print(f"{chapter.name[:2]} cell {index} ({figure.file}): {shown}{more}")
 
 
 if __name__ == "__main__":
