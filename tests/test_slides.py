@@ -315,8 +315,8 @@ def test_speaker_notes_keep_their_math():
 
 
 def test_a_figure_is_redrawn_with_readable_text_or_reported(tmp_path):
-    """slide_figures.save raises small text to the slide's size; where the enlarged text would collide, it keeps the
-    figure as drawn and names the collision, so that `make slides` reports it."""
+    """slide_figures.save raises small text to the slide's size; where the enlarged text would collide, it raises it
+    less (16 px, 14, 12), else keeps the figure as drawn and names the collision, so that `make slides` reports it."""
     import matplotlib
 
     matplotlib.use("agg")
@@ -335,6 +335,10 @@ def test_a_figure_is_redrawn_with_readable_text_or_reported(tmp_path):
     ax.set_xticks(range(80), [f"token {i}" for i in range(80)], fontsize=3)  # fits only at 3 pt
     crowded = slide_figures.save(fig, tmp_path / "crowded.png")
     assert crowded.overlaps and crowded.text_px < slide_figures.MIN_TEXT_PX, crowded
+    fig, ax = plt.subplots(figsize=(10, 4))
+    ax.set_xticks(range(42), [f"t{i:02d}" for i in range(42)], fontsize=5)  # 19 px collide; 16 px do not
+    dense = slide_figures.save(fig, tmp_path / "dense.png")
+    assert dense.text_px == slide_figures.SMALLER_TEXT_PX[0] and not dense.problems, dense  # larger than drawn
 
 
 def test_titles_that_collide_go_on_two_lines(tmp_path):
@@ -455,3 +459,23 @@ def test_no_panel_cuts_through_a_box_or_a_text():
     FigureCanvasAgg(fig)
     assert len(slide_figures.cut_through(fig, (0.0, 7.5, 4.4, 9.1))) == 10  # the five score boxes and their texts
     assert slide_figures.cut_through(fig, (0.1, 7.5, 0.0, 9.1)) == []  # nothing cut by a margin
+
+
+def test_a_row_of_many_heads_is_shown_a_few_heads_a_slide(tmp_path):
+    """Heads side by side, as chapter 8 shows its twelve, have token labels too dense for 18 px even one row a
+    slide: each row is shown in parts of a few heads, every part readable, in reading order."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import torch
+
+    import tfm
+    from tools.course import slide_figures
+
+    tokens = ["[CLS]", "the", "animal", "didn", "'", "t", "cross", "the", "street", "because", "it", "was", "[SEP]"]
+    weights = torch.softmax(torch.randn(4, 13, 13, generator=torch.Generator().manual_seed(0)), -1)
+    fig = tfm.viz.plot_heads(weights, tokens, ncols=4, title="four heads")
+    parts = slide_figures.save_figure(fig, tmp_path / "heads.png")
+    assert [p.file for p in parts] == ["heads-row0-0.png", "heads-row0-2.png"], parts
+    assert all(not p.problems and p.text_px * (1 - slide_figures.MARGIN) >= 18 for p in parts), parts
+    assert not (tmp_path / "heads.png").exists() and all((tmp_path / p.file).exists() for p in parts)

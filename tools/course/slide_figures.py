@@ -35,6 +35,7 @@ SLIDE = (1280, 720)  # a slide, in CSS px
 MARGIN = 0.02  # reveal.js's margin around a slide: at a 1280 x 720 screen, a CSS px is 0.98 screen px
 MIN_TEXT_PX = 18  # the smallest text on screen at 1280 x 720 that the test accepts
 TEXT_PX = 19.0  # what a figure's smallest text is raised to, in CSS px (18.6 screen px)
+SMALLER_TEXT_PX = (16.0, 14.0, 12.0)  # tried in turn where TEXT_PX makes texts collide: larger than as drawn
 BOX = (1200, 600)  # where a figure goes: the slide under its title
 SCHEMATIC = re.compile(r"tfm\.viz\.schematic\(\"(\w+)\"\)")
 
@@ -240,8 +241,8 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
     """`fig` fitted for a slide and saved as a PNG at `path` (at twice its shown size); closes it (unless `close` is
     false). `tight`: all
     that is drawn is shown, as Jupyter shows a figure; otherwise the figure's frame (a schematic's panel). A figure
-    whose enlarged texts overlap or leave it is saved as drawn instead (only scaled to the box), with its problems,
-    so that the deck shows it whole and `make slides` reports it."""
+    whose enlarged texts overlap or leave it is enlarged less (SMALLER_TEXT_PX) or else saved as drawn (only scaled
+    to the box), with its problems at TEXT_PX, so that the deck shows it whole and `make slides` reports it."""
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -253,12 +254,8 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
     labels = [(text, text.get_text()) for text in _texts(fig)]
     legends = [(legend, legend._loc, legend._bbox_to_anchor) for legend in fig.legends]
     engine = fig.get_layout_engine()
-    region, per_inch, text_px, smallest = fit(fig, box, tight=tight)
-    if problems(fig, tight) != ([], []):  # a title or label on two lines, then fitted again
-        _unclash(fig, tight)
-        region, per_inch, text_px, smallest = fit(fig, box, tight=tight)
-    overlaps, outside = problems(fig, tight)
-    if overlaps or outside:  # undone: the figure as drawn, scaled to the box
+
+    def undo() -> None:  # the figure as drawn
         for text, size in sizes:
             text.set_fontsize(size)
             text.set_wrap(False)
@@ -270,7 +267,23 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
         for legend, loc, anchor in legends:
             legend._loc, legend._bbox_to_anchor, legend._below_plots = loc, anchor, False
         fig.set_layout_engine(engine if engine is not None else "none")
+
+    found = None
+    for target in (TEXT_PX, *SMALLER_TEXT_PX):
+        if target != TEXT_PX:
+            undo()
+        region, per_inch, text_px, smallest = fit(fig, box, text_px=target, tight=tight)
+        if problems(fig, tight) != ([], []):  # a title or label on two lines, then fitted again
+            _unclash(fig, tight)
+            region, per_inch, text_px, smallest = fit(fig, box, text_px=target, tight=tight)
+        overlaps, outside = problems(fig, tight)
+        found = found or (overlaps, outside)
+        if not overlaps and not outside:
+            break
+    else:  # undone: the figure as drawn, scaled to the box, with what enlarging it to TEXT_PX ran into
+        undo()
         region, per_inch, text_px, smallest = fit(fig, box, enlarge=False, tight=tight)
+        overlaps, outside = found
     fig.savefig(path, format="png", dpi=2 * per_inch, bbox_inches=region if tight else None, pad_inches=0,
                 metadata={"Software": None})
     if close:
@@ -315,47 +328,62 @@ def rows(fig) -> list[list]:
     return [found[start] for start in starts]
 
 
-def _alone(fig, grid: list[list], k: int):
-    """Lay `fig` out as row `k` of its grid alone, as if drawn as a figure of its own: the other rows hidden and
-    out of the layout, the row's plots on a grid of one row with the same columns, the figure a row tall (and what
-    it holds above and below), the row's tick labels and axis labels shown (a shared axis shows them on its bottom
-    row only). Returns a function that puts back what the next row needs (its grid, what is shown, the size)."""
+def _plots(row: list) -> list:
+    """A row's plots (not its colour bars or insets), left to right."""
+    found = [ax for ax in row if ax.get_subplotspec() is not None and not hasattr(ax, "_colorbar_info")]
+    return sorted(found, key=lambda ax: ax.get_subplotspec().colspan.start)
+
+
+def _alone(fig, grid: list[list], k: int, columns: list[int] | None = None):
+    """Lay `fig` out as row `k` of its grid alone (or only the plots of that row in `columns`), as if drawn as a
+    figure of its own: the rest hidden and out of the layout, the plots shown on a grid of one row (the same columns,
+    or as many as are shown), the figure that part of its size (and an inch for what it holds above and below), tick
+    labels and axis labels shown where a shared axis shows them on the bottom row or the left column only. Returns a
+    function that puts back what the next part needs (its grid, what is shown, the size)."""
     from matplotlib.gridspec import GridSpec
 
-    row = grid[k]
-    shown = {id(ax) for ax in row}
     size = fig.get_size_inches().copy()
-    kept = [(ax, ax.get_subplotspec(), ax.get_visible(), ax.get_in_layout(), ax.get_xlabel()) for ax in fig.axes]
+    kept = [(ax, ax.get_subplotspec(), ax.get_visible(), ax.get_in_layout(), ax.get_xlabel(), ax.get_ylabel())
+            for ax in fig.axes]
     parents = {id(ax): list(ax._colorbar_info["parents"]) for ax in fig.axes if hasattr(ax, "_colorbar_info")}
-    bottom = {ax.get_subplotspec().colspan.start: ax for ax in grid[-1] if ax.get_subplotspec() is not None}
+    plots = [ax for ax in _plots(grid[k]) if columns is None or ax.get_subplotspec().colspan.start in columns]
+    shown = {id(ax) for ax in plots}
+    shown |= {id(ax) for ax in grid[k] if any(id(p) in shown for p in parents.get(id(ax), []))
+              or (columns is None and ax.get_subplotspec() is None and id(ax) not in parents)}  # its colour bars
+    bottom = {ax.get_subplotspec().colspan.start: ax for ax in _plots(grid[-1])}
+    left = _plots(grid[k])[0]
     for ax in fig.axes:
         ax.set_visible(id(ax) in shown)
         ax.set_in_layout(id(ax) in shown)
-    for ax in row:
-        if id(ax) in parents:  # a colour bar: it serves the row's plots only
-            ax._colorbar_info["parents"] = [p for p in parents[id(ax)] if id(p) in shown]
-            continue
+        if id(ax) in parents:  # a colour bar: it serves the shown plots only
+            ax._colorbar_info["parents"] = [p for p in parents[id(ax)] if id(p) in shown] or parents[id(ax)]
+    gs = plots[0].get_subplotspec().get_gridspec()
+    one = (GridSpec(1, gs.ncols, figure=fig, width_ratios=gs.get_width_ratios()) if columns is None
+           else GridSpec(1, len(plots), figure=fig))
+    for j, ax in enumerate(plots):
         spec = ax.get_subplotspec()
-        if spec is None:
-            continue
-        gs = spec.get_gridspec()
-        one = GridSpec(1, gs.ncols, figure=fig, width_ratios=gs.get_width_ratios())
-        ax.set_subplotspec(one[0, spec.colspan.start:spec.colspan.stop])
+        ax.set_subplotspec(one[0, spec.colspan.start:spec.colspan.stop] if columns is None else one[0, j])
         below = bottom.get(spec.colspan.start)
         if len(ax.get_shared_x_axes().get_siblings(ax)) > 1 and below is not None:  # labelled on the bottom row only
             labels = below.get_xticklabels()
             ax.tick_params(axis="x", labelbottom=True, labelrotation=labels[0].get_rotation() if labels else 0)
         if not ax.get_xlabel() and below is not None and below.get_xlabel():
             ax.set_xlabel(below.get_xlabel(), fontsize=below.xaxis.label.get_fontsize())
-    fig.set_size_inches(size[0], size[1] / len(grid) + 1.0)  # a row, and an inch for what is above and below
+        if j == 0 and ax is not left and len(ax.get_shared_y_axes().get_siblings(ax)) > 1:  # on the left column only
+            ax.tick_params(axis="y", labelleft=True)
+            if not ax.get_ylabel():
+                ax.set_ylabel(left.get_ylabel(), fontsize=left.yaxis.label.get_fontsize())
+    share = 1 if columns is None else len(plots) / gs.ncols
+    fig.set_size_inches(size[0] * share, size[1] / len(grid) + 1.0)
 
     def back() -> None:
-        for ax, spec, visible, in_layout, xlabel in kept:
+        for ax, spec, visible, in_layout, xlabel, ylabel in kept:
             if spec is not None:
                 ax.set_subplotspec(spec)
             ax.set_visible(visible)
             ax.set_in_layout(in_layout)
             ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
         for ax in fig.axes:
             if id(ax) in parents:
                 ax._colorbar_info["parents"] = parents[id(ax)]
@@ -363,30 +391,53 @@ def _alone(fig, grid: list[list], k: int):
     return back
 
 
+MAX_PARTS = 8  # at most this many slides for one figure
+
+
 def save_figure(fig, path: Path) -> list[SlideFigure]:
     """A notebook's figure for slides: whole if its text can be made readable (save); otherwise, if it is a grid of
-    plots with several rows, one row per slide, each laid out as a figure of its own (_alone), if that makes each
-    row's text larger without overlaps; else whole, its small text reported."""
+    plots, in parts, each laid out as a figure of its own (_alone) on a slide of its own: row by row, else each row
+    in halves, thirds... down to one plot a slide (at most MAX_PARTS slides), the first split whose text is all
+    readable, else the one without overlaps whose smallest text is largest, if larger than the whole's; else the
+    whole figure, its small text reported."""
     import matplotlib.pyplot as plt
 
     whole = save(fig, path, close=False)
     grid = rows(fig)
+    columns = max(len(_plots(row)) for row in grid)
     readable = lambda f: not f.problems and f.text_px * (1 - MARGIN) >= MIN_TEXT_PX  # noqa: E731
-    if readable(whole) or len(grid) < 2:
+    if readable(whole) or (len(grid) < 2 and columns < 2) or not _plots(grid[0]):
         plt.close(fig)
         return [whole]
-    panels = []
-    for k in range(len(grid)):
-        back = _alone(fig, grid, k)
-        panels.append(save(fig, path.with_name(f"{path.stem}-row{k}.png"), close=False))
-        back()
+    best, best_px = [whole], whole.text_px + 1
+    for per_slide in sorted({columns, *(-(-columns // n) for n in range(2, columns + 1))}, reverse=True):
+        if len(grid) * -(-columns // per_slide) > MAX_PARTS or (per_slide == columns and len(grid) < 2):
+            continue
+        parts = []
+        for k, row in enumerate(grid):
+            starts = [ax.get_subplotspec().colspan.start for ax in _plots(row)]
+            chunks = [None] if per_slide == columns else [starts[i:i + per_slide]
+                                                          for i in range(0, len(starts), per_slide)]
+            for chunk in chunks:
+                back = _alone(fig, grid, k, chunk)
+                name = f"{path.stem}-row{k}" + ("" if chunk is None else f"-{chunk[0]}")
+                parts.append(save(fig, path.with_name(f"{name}.png"), close=False))
+                back()
+        if all(readable(p) for p in parts) or (not any(p.problems for p in parts)
+                                               and min(p.text_px for p in parts) > best_px):
+            for old in best:
+                if old is not whole:
+                    path.with_name(old.file).unlink()
+            best, best_px = parts, min(p.text_px for p in parts)
+            if all(readable(p) for p in parts):
+                break
+        else:
+            for part in parts:
+                path.with_name(part.file).unlink()
     plt.close(fig)
-    if all(not p.problems for p in panels) and min(p.text_px for p in panels) > whole.text_px + 1:
+    if best != [whole]:
         path.unlink()
-        return panels
-    for panel in panels:
-        path.with_name(panel.file).unlink()
-    return [whole]
+    return best
 
 
 def capture(index: int, out: str, prefix: str) -> None:
@@ -414,12 +465,12 @@ PANELS = {
     "head_split": [(-0.1, 8.7, 0.0, 1.25), (-0.2, 3.45, 5.3, 8.1), (-0.2, 5.1, 1.75, 5.4), (3.4, 8.8, 4.75, 8.1),
                    (3.4, 8.8, 1.6, 4.75), (8.0, 12.7, 4.0, 7.6), (8.8, 12.7, 0.4, 4.05)],  # the key; split; heads;
     # concatenated; W_O
-    "mask_pipeline": [(-0.3, 10.5, 8.4, 10.8), (-0.3, 10.5, 5.4, 8.72), (-0.3, 10.5, 0.0, 5.4)],  # padding mask
+    "mask_pipeline": [(-0.3, 10.5, 8.78, 10.8), (-0.3, 10.5, 5.4, 8.72), (-0.3, 10.5, 0.0, 5.4)],  # padding mask
     # and the key; padding and causal combined; scores, masked, weights (and the padding query's row)
     "block_pre_post_ln": [(-0.2, 10.3, 0.0, 5.1), (-0.2, 10.3, 4.5, 9.9)],  # both blocks: lower half, upper half
     "encoder_decoder": [(0.0, 10.4, 0.0, 5.2), (0.0, 10.4, 4.6, 9.5)],
-    "block_2017_vs_today": [(0.0, 12.4, 0.0, 0.95), (-0.1, 6.2, 0.95, 5.6), (-0.1, 5.75, 5.55, 10.8),
-                            (6.2, 12.5, 0.95, 5.6), (5.75, 12.7, 5.55, 10.8)],  # the key (the four changes);
+    "block_2017_vs_today": [(0.0, 12.4, 0.0, 0.95), (-0.1, 6.2, 0.95, 5.55), (-0.1, 5.75, 5.55, 10.8),
+                            (6.2, 12.5, 0.95, 5.55), (5.75, 12.7, 5.55, 10.8)],  # the key (the four changes);
     # each block in two halves, bottom to top as the data flows
     "kv_cache": [(0.0, 8.7, 3.7, 7.6), (7.0, 11.0, 3.7, 6.2), (0.0, 11.0, 0.0, 3.5)],
     "induction_circuit": [(0.0, 11.0, 1.0, 6.3), (0.0, 11.0, 0.0, 1.0)],  # the circuit; why one layer is not enough
@@ -452,7 +503,8 @@ def cut_through(fig, panel: tuple[float, float, float, float], slack: float = 0.
             continue
         if box.width > x1 - x0 + slack or box.height > y1 - y0 + slack:
             continue
-        if wide > slack and tall > slack and out:
+        sliver = slack if isinstance(artist, Text) else 0.005  # a box's edge shows even if just inside the panel
+        if wide > sliver and tall > sliver and out:
             what = artist.get_text().strip() if isinstance(artist, Text) else type(artist).__name__
             found.append(f"{what!r} at x {box.x0:.2f}-{box.x1:.2f}, y {box.y0:.2f}-{box.y1:.2f}")
     return found
