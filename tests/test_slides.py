@@ -291,6 +291,9 @@ def test_code_on_slides_fits_and_means_the_same():
                                           "    second_argument)")
     assert slides.wrap_code("total = first_value + second_value", width=24) == (
         "total = first_value + \\\n    second_value")  # outside brackets: a backslash
+    lined_up = "x = f(a,\n" + " " * 70 + 'b="one, two")  # the comment of a line moved left'
+    assert slides.wrap_code(lined_up, width=60) == (
+        'x = f(a,\n    # the comment of a line moved left\n    b="one, two")')  # its comment read where it was
     assert slides.wrap_code('the_label = "a string, with spaces"', width=20) == (
         'the_label = \\\n    "a string, with spaces"')  # never inside the string
     wrapped = 0

@@ -339,12 +339,13 @@ def _alone(fig, grid: list[list], k: int, columns: list[int] | None = None):
     figure of its own: the rest hidden and out of the layout, the plots shown on a grid of one row (the same columns,
     or as many as are shown), the figure that part of its size (and an inch for what it holds above and below), tick
     labels and axis labels shown where a shared axis shows them on the bottom row or the left column only. Returns a
-    function that puts back what the next part needs (its grid, what is shown, the size)."""
+    function that puts back what the next part needs (its grid, what is shown, labels, the size)."""
     from matplotlib.gridspec import GridSpec
 
     size = fig.get_size_inches().copy()
-    kept = [(ax, ax.get_subplotspec(), ax.get_visible(), ax.get_in_layout(), ax.get_xlabel(), ax.get_ylabel())
-            for ax in fig.axes]
+    kept = [(ax, ax.get_subplotspec(), ax.get_visible(), ax.get_in_layout(), ax.get_xlabel(), ax.get_ylabel(),
+             {k: v for k, v in ax.xaxis.get_tick_params().items() if k in ("labelbottom", "labelrotation")},
+             {k: v for k, v in ax.yaxis.get_tick_params().items() if k == "labelleft"}) for ax in fig.axes]
     parents = {id(ax): list(ax._colorbar_info["parents"]) for ax in fig.axes if hasattr(ax, "_colorbar_info")}
     plots = [ax for ax in _plots(grid[k]) if columns is None or ax.get_subplotspec().colspan.start in columns]
     shown = {id(ax) for ax in plots}
@@ -377,7 +378,9 @@ def _alone(fig, grid: list[list], k: int, columns: list[int] | None = None):
     fig.set_size_inches(size[0] * share, size[1] / len(grid) + 1.0)
 
     def back() -> None:
-        for ax, spec, visible, in_layout, xlabel, ylabel in kept:
+        for ax, spec, visible, in_layout, xlabel, ylabel, x_ticks, y_ticks in kept:
+            ax.tick_params(axis="x", **x_ticks)
+            ax.tick_params(axis="y", **y_ticks)
             if spec is not None:
                 ax.set_subplotspec(spec)
             ax.set_visible(visible)

@@ -232,17 +232,20 @@ def wrap_code(source: str, width: int = CODE_WIDTH) -> str:
         if len(line) <= width:
             out.append(line)
             continue
+        shift = 0  # columns the rest of the line has moved left of where the tokens were read
         if starts_at > 0 and out:  # a continuation lined up under its bracket: four in from the line above
             above = out[-1][:len(out[-1]) - len(out[-1].lstrip())]
-            line = above + "    " + line.lstrip() if len(above) + 4 < len(line) - len(line.lstrip()) else line
+            if len(above) + 4 < len(line) - len(line.lstrip()):
+                shift = len(line) - len(line.lstrip()) - len(above) - 4
+                line = above + "    " + line.lstrip()
         indent = line[:len(line) - len(line.lstrip())]
         if number in comments:
-            comment = line[comments[number]:].lstrip("#").strip()
+            comment = line[comments[number] - shift:].lstrip("#").strip()
             out += [indent + "# " + part for part in textwrap.wrap(comment, width - len(indent) - 2)]
-            line = line[:comments[number]].rstrip()
+            line = line[:comments[number] - shift].rstrip()
             if not line.strip():
                 continue
-        inside, shift = strings.get(number, []), 0  # shift: columns the rest of the line has moved left
+        inside = strings.get(number, [])
         while len(line) > width:
             free = [i for i in range(len(indent) + 8, width - 1) if line[i] == " "
                     and not any(a <= i + shift < b for a, b in inside)]
