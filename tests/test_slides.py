@@ -253,6 +253,8 @@ def test_slides_as_slides():
         deck = slides.build_deck(session, slides.book_macros())
         code = "\n".join(re.findall(r'<pre><code class="python">(.*?)</code></pre>', deck, re.S))
         assert not re.search(r"^\s*assert |check_close\(|assert_close\(", code, re.M), session.number
+        printed = "\n".join(re.findall(r'<pre class="output"><code>(.*?)</code></pre>', deck, re.S))
+        assert not re.search(r": ok$", printed, re.M), (session.number, printed)  # asserted in the book only
         opening = deck.split("<section", 2)[1]  # the title slide: its objectives' math typeset, not "$-\\infty$"
         assert "$" not in re.sub(r"<code>.*?</code>", "", opening), (session.number, opening)
         titles = [re.sub(r"<[^>]+>|\\[()]|\\[a-zA-Z]+|[{}_^]", "", t) for t in re.findall(r"<h3>(.*?)</h3>", deck)]
@@ -276,9 +278,30 @@ def test_slide_code_drops_self_checks_only():
     source = ("z = f(x)  # (B, T, d)\nassert z.shape == (2, 3)\ntfm.check.check_close(z, ref, name='z')\n"
               "for a, b in pairs:\n    torch.testing.assert_close(a, b)\nfor a in xs:\n    print(a)\n    assert a\n"
               "def g(y):\n    assert y > 0\n    return y\n")
-    assert slides.slide_code(source) == ("z = f(x)  # (B, T, d)\nfor a in xs:\n    print(a)\n"
-                                         "def g(y):\n    assert y > 0\n    return y")
+    assert slides.slide_code(source, later=["print(z)"]) == (  # z is read later: it stays
+        "z = f(x)  # (B, T, d)\nfor a in xs:\n    print(a)\ndef g(y):\n    assert y > 0\n    return y")
     assert slides.slide_code("not python (") == "not python ("
+
+
+def test_what_only_the_checks_used_leaves_the_slide_too():
+    """A variable, an object and a print that only served a removed check go with it (a learner would ask what they
+    are for), and so do their printed lines; what a later cell reads, or a print of a computed value, stays."""
+    source = ("y = f(x)  # (B, T)\nref = nn.Linear(2, 2)\nref.weight.copy_(w)\ndiff = (ref(x) - y).abs().max()\n"
+              "# the same function\nassert diff < 1e-6\nprint('f equals the layer: ok')\nprint(f'y: {y.shape}')\n")
+    code, unprinted = slides.slide_parts(source)
+    assert code == "y = f(x)  # (B, T)\nprint(f'y: {y.shape}')"
+    printed = "f equals the layer: ok\ny: (2, 3)\n"
+    assert slides.slide_stream(printed, unprinted) == "y: (2, 3)\n"
+    assert "diff = " in slides.slide_code(source, later=["print(diff)"])  # a later cell reads it
+    assert "diff = " not in slides.slide_code(source, later=["diff = 0\nprint(diff)"])  # bound again first
+    assert "ref = " in slides.slide_code(source.replace("ref(x) - y", "y"), later=["print(ref)"])
+    no_checks = "diff = a - b\nprint('a and b: ok')"  # nothing removed: nothing else goes
+    assert slides.slide_code(no_checks) == no_checks
+    shown = slides.slide_stream("✓ Z matches (shape (5, 2), every entry within 1e-05)\nweights sum to 1: ok\n"
+                                "a table  ok\n", [])
+    assert shown == "weights sum to 1\na table  ok\n"  # the echo goes, a claim keeps its words, a column stays
+    result = "✓ peak memory falls below half: 50 MiB -> 17 MiB\n✓ every row of A sums to 1\n"
+    assert slides.slide_stream(result) == "✓ peak memory falls below half: 50 MiB -> 17 MiB\n"  # output alone
 
 
 def test_code_on_slides_fits_and_means_the_same():

@@ -162,36 +162,153 @@ def _text(source: str) -> str:
 
 
 CHECK_CALL = re.compile(r"(^|\.)(assert\w*|check\w*|allclose)$")  # assert_close, check_close, tfm.check.check_true...
+CHECKED = "✓"  # how a check prints that it passed: on a code slide, the echo of a call the slide does not show
+ECHO = re.compile(r"^✓ .*(matches \(shape .*\)|sums to 1)$")  # tfm.check's own echoes: of a comparison only
 
 
-def slide_code(source: str) -> str:
-    """A code cell as a slide shows it: without its self-checks (assert statements and calls of check or assert
-    functions, which the book runs and a lecture does not need); the source as is if it does not parse."""
+def _is_check(node: ast.stmt) -> bool:
+    """A self-check, or a block (loop, with, if) of nothing but self-checks."""
+    call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+    if isinstance(node, ast.Assert) or (call is not None and CHECK_CALL.search(ast.unparse(call.func))):
+        return True
+    blocks = [getattr(node, "body", None), getattr(node, "orelse", None) or []]
+    return isinstance(node, ast.For | ast.With | ast.If) and all(_is_check(n) for b in blocks for n in b)
+
+
+def _printed(node: ast.stmt) -> str | None:
+    """The line(s) a print statement writes, as a regular expression (a formatted field: any text on its line), if
+    it is a statement `print(...)` of strings only; else None."""
+    call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+    if call is None or ast.unparse(call.func) != "print" or call.keywords or not call.args:
+        return None
+    parts = []
+    for arg in call.args:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            parts.append(re.escape(arg.value))
+        elif isinstance(arg, ast.JoinedStr):
+            parts.append("".join(re.escape(v.value) if isinstance(v, ast.Constant) else r"[^\n]*?"
+                                 for v in arg.values))
+        else:
+            return None
+    return " ".join(parts)
+
+
+def _statements(body: list[ast.stmt]):
+    for node in body:
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.ClassDef):  # a definition is shown as written
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                yield from _statements(getattr(node, block, None) or [])
+
+
+def _assigned(node: ast.stmt) -> set[str] | None:
+    """The names a plain assignment binds (`a = ...`, `a, b = ...`, `a += ...`); None for any other statement."""
+    targets = (node.targets if isinstance(node, ast.Assign) else
+               [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else None)
+    if targets is None:
+        return None
+    names = set()
+    for target in targets:
+        elements = target.elts if isinstance(target, ast.Tuple) else [target]
+        if not all(isinstance(e, ast.Name) for e in elements):
+            return None
+        names |= {e.id for e in elements}
+    return names
+
+
+def read_later(sources: list[str]) -> set[str]:
+    """The names that cells run after (`sources`, in order) read before binding them again: what they need from
+    before. A cell that does not parse needs every word in it."""
+    decided: dict[str, bool] = {}  # name -> read (True) or bound again (False) first
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            decided.update({word: True for word in re.findall(r"\w+", source) if word not in decided})
+            continue
+        augmented = {id(n.target) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}
+        names = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)), key=lambda n: (n.lineno, n.col_offset))
+        for name in names:
+            decided.setdefault(name.id, isinstance(name.ctx, ast.Load) or id(name) in augmented)
+    return {name for name, read in decided.items() if read}
+
+
+def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
+    """A code cell as a slide shows it, and the printed lines it no longer prints (regular expressions).
+
+    Left out: its self-checks (assert statements and calls of check or assert functions, which the book runs and a
+    lecture does not need), and what only served them: a print of fixed text (or of text ending ": ok") in a cell
+    with self-checks, which states what the check asserted; an assignment whose names only the removed lines read
+    and no later cell (`later`, their sources in order) reads; a block left empty, and the comment lines just above
+    a statement left out. The source as is if it does not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return source
-    def is_check(node: ast.stmt) -> bool:  # a self-check, or a block (loop, with, if) of nothing but self-checks
-        call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
-        if isinstance(node, ast.Assert) or (call is not None and CHECK_CALL.search(ast.unparse(call.func))):
-            return True
-        blocks = [getattr(node, "body", None), getattr(node, "orelse", None) or []]
-        return isinstance(node, ast.For | ast.With | ast.If) and all(is_check(n) for b in blocks for n in b)
-
-    drop: set[int] = set()
-
-    def visit(statements: list[ast.stmt]) -> None:
+        return source, []
+    statements = list(_statements(tree.body))
+    dropped = [node for node in statements if _is_check(node)]
+    printed = []
+    if dropped:
         for node in statements:
-            if is_check(node):
-                drop.update(range(node.lineno, node.end_lineno + 1))
-            elif not isinstance(node, ast.FunctionDef | ast.ClassDef):  # a definition is shown as written
-                for block in (getattr(node, "body", []), getattr(node, "orelse", []), getattr(node, "finalbody", [])):
-                    if isinstance(block, list):
-                        visit(block)
+            pattern = _printed(node)
+            call = node.value if pattern is not None else None
+            fixed = pattern is not None and all(isinstance(a, ast.Constant) or all(
+                isinstance(v, ast.Constant) for v in a.values) for a in call.args)
+            if fixed or (pattern is not None and pattern.endswith(re.escape(": ok"))):
+                dropped.append(node)
+                printed.append(pattern)
+    def lines(nodes):
+        return {n for node in nodes for n in range(node.lineno, node.end_lineno + 1)}
+    later_names = read_later(list(later))
+    changed_by = {}  # a statement that only changes an object (`conv.bias.copy_(...)`) -> the object's name
+    for node in statements:
+        root = node.value.func if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root is not (node.value.func if isinstance(node, ast.Expr) else None):
+            changed_by[node] = root
+    while True:
+        gone = lines(dropped)
+        read_by = {}  # name -> whether a kept line reads it (a change to the object is not a read)
+        changes = {id(root) for node, root in changed_by.items()}
+        for name in (n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)):
+            if id(name) not in changes:
+                read_by[name.id] = read_by.get(name.id, False) or name.lineno not in gone
+        dead = {name for node in statements if node not in dropped and (names := _assigned(node))
+                and all(n in read_by and not read_by[n] and n not in later_names for n in names) for name in names}
+        more = [node for node in statements if node not in dropped and (
+            ((names := _assigned(node)) and names <= dead)
+            or (node in changed_by and changed_by[node].id in dead)
+            or (isinstance(node, ast.For | ast.With | ast.If | ast.While)
+                and lines(node.body + getattr(node, "orelse", [])) <= gone))]
+        if not more:
+            break
+        dropped += more
+    gone = lines(dropped)
+    source_lines = source.splitlines()
+    for n in range(len(source_lines), 0, -1):  # a comment on lines of its own goes with the statement below it
+        if n not in gone and source_lines[n - 1].lstrip().startswith("#") and n + 1 in gone:
+            gone.add(n)
+    kept = [line for n, line in enumerate(source_lines, start=1) if n not in gone]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n"), printed
 
-    visit(tree.body)
-    lines = [line for n, line in enumerate(source.splitlines(), start=1) if n not in drop]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
+
+def slide_code(source: str, later: list[str] = ()) -> str:
+    """A code cell's source as a slide shows it (slide_parts)."""
+    return slide_parts(source, later)[0]
+
+
+def slide_stream(text: str, unprinted: list[str] | None = None) -> str:
+    """A cell's printed text as a slide shows it: without the lines of prints the slide leaves out (`unprinted`, for
+    a cell shown with its code) and the echoes of its self-checks ("✓ ..."); a cell shown by its output alone keeps
+    the lines of checks that state a result (not tfm.check's echo of a comparison). A claim's ": ok" (the book
+    asserted it) goes."""
+    for pattern in unprinted or []:
+        text = re.sub(f"^{pattern}\n", "", text, flags=re.M)
+    echo = CHECKED if unprinted is not None else ECHO
+    text = "".join(line for line in text.splitlines(keepends=True)
+                   if not (line.startswith(echo) if isinstance(echo, str) else echo.match(line.rstrip("\n"))))
+    return re.sub(r": ok$", "", text, flags=re.M)
 
 
 CODE_WIDTH = 100  # characters of code a slide shows on one line (0.64 em monospace, 1280 px: about 108)
@@ -268,14 +385,17 @@ def _alt(cell) -> str:
     return html.escape(text, quote=True)
 
 
-def render_outputs(cell, images: bool = True) -> str:
+def render_outputs(cell, images: bool = True, unprinted: list[str] | None = None, slide: bool = False) -> str:
     """A code cell's outputs as a browser shows them: images (unless `images` is false: a deck shows them on slides
-    of their own), HTML as is, text in <pre>; errors left out."""
+    of their own), HTML as is, text in <pre>; errors left out. On a `slide`, printed text as a slide shows it
+    (slide_stream, `unprinted` from slide_parts)."""
     parts = []
     alt = _alt(cell)
     for out in cell.get("outputs", []):
         if out["output_type"] == "stream":
-            parts.append(f'<pre class="output"><code>{html.escape(out["text"])}</code></pre>')
+            text = slide_stream(out["text"], unprinted) if slide else out["text"]
+            if text.strip():
+                parts.append(f'<pre class="output"><code>{html.escape(text)}</code></pre>')
         elif out["output_type"] in ("display_data", "execute_result"):
             data = out["data"]
             if not images and any(key.startswith("image/") for key in data):
@@ -292,15 +412,17 @@ def render_outputs(cell, images: bool = True) -> str:
     return "\n".join(parts)
 
 
-def render_cell(cell, images: bool = True) -> str:
-    """One tagged cell as slide content (without its images if `images` is false)."""
+def render_cell(cell, images: bool = True, later: list[str] = ()) -> str:
+    """One tagged cell as slide content (without its images if `images` is false); `later` is the source of the
+    chapter's later code cells (slide_parts keeps what they read)."""
     tags = exercises.tags(cell)
     if cell["cell_type"] == "markdown":
         body = "\n".join(line for line in cell["source"].splitlines() if not line.startswith("#"))
         return MD.render(myst_to_markdown(body))
-    shown = "" if "slide-output" in tags or "remove-input" in tags else slide_code(cell["source"])
+    shown, unprinted = ("", None) if "slide-output" in tags or "remove-input" in tags else slide_parts(
+        cell["source"], later)
     code = f'<pre><code class="python">{html.escape(wrap_code(shown))}</code></pre>' if shown else ""
-    return code + render_outputs(cell, images)
+    return code + render_outputs(cell, images, unprinted, slide=True)
 
 
 def figure_image(figure: slide_figures.SlideFigure, cell) -> str:
@@ -398,7 +520,10 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
             redrawn = (figures or {}).get(i)
             shown_images = ([figure_image(figure, cell) for figure in redrawn] if redrawn else
                             re.findall(r"<img [^>]*>", render_outputs(cell)) if cell.cell_type == "code" else [])
-            rest = render_cell(cell, images=False)
+            later = [c.source for c in cells[i + 1:] if c.cell_type == "code"]
+            rest = render_cell(cell, images=False, later=later)
+            if not rest.strip() and not shown_images:  # nothing left once the self-checks are out
+                continue
             panels = [f" ({k}/{len(shown_images)})" if len(shown_images) > 1 else ""
                       for k in range(1, len(shown_images) + 1)]
             bodies = ([heading + rest] if rest.strip() or not shown_images else []) + [
