@@ -159,6 +159,17 @@ def test_the_two_guides_agree_on_the_in_class_exercises():
                                                           re.M)}
     wrong = {label: where.get(label) for label in in_class if "in class" not in (where.get(label) or "")}
     assert not wrong, f"in class in the instructor guide, not in the exercise guide: {wrong}"
+    # Every session of the long plan gives minutes to exercises in class: each chapter marks at least one code
+    # exercise for them (its deck ends on that statement), and the exercise guide's minutes for those fit the plan's.
+    minutes = {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"^\| `(ch\d+-[\w-]+)` \|.*\| (\d+) min \|$", exercises, re.M)}
+    plan = guide.split("## A course plan", 1)[1].split("\n## ", 1)[0]
+    for row in re.findall(r"^\| \d+ \| (\d+)\. [^|]* \| \d+ \| (\d+) \|", plan, re.M):
+        chapter, planned = int(row[0]), int(row[1])
+        marked = [label for label in in_class if label.startswith(f"ch{chapter:02d}-ex-")]
+        assert marked, f"chapter {chapter}: {planned} minutes of exercises in class, none marked in class"
+        needed = sum(minutes[label] for label in marked)
+        assert needed <= planned, f"chapter {chapter}: {marked} take {needed} min, the plan gives {planned}"
 
 
 def test_every_chapter_after_the_short_course_has_a_project_brief():
