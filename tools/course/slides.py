@@ -52,10 +52,14 @@ VENDOR_FILES = ("reveal.js/dist/reveal.css", "reveal.js/dist/reveal.js", "reveal
 STYLE = """
 .reveal { font-size: 30px; }
 .reveal h2 { font-size: 1.5em; } .reveal h3 { font-size: 1.1em; color: #555; margin-bottom: 0.2em; }
+.reveal h2, .reveal h3 { text-transform: none; }  /* the theme's capitals would turn d_model into DMODEL */
+.reveal .slides section p, .reveal .slides section li { text-align: left; }  /* prose reads from the left */
+.reveal p.figure-note { font-size: 0.64em; margin: 0.3em 0 0; text-align: center; }  /* a result under its plot */
+.reveal section.statement { font-size: 0.85em; }  /* an exercise's statement of over 70 words */
 .reveal section img { max-height: 600px; max-width: 100%; margin: 0 auto; background: white; }  /* one per slide */
 .reveal section img.slide-figure { max-height: none; max-width: none; margin: 0 auto; }  /* drawn at its shown size */
 .reveal mjx-container[display="true"] > svg { max-width: 100%; height: auto; }  /* a long equation shrinks to fit */
-.reveal pre { font-size: 0.64em; width: 100%; box-shadow: none; }
+.reveal pre { font-size: 0.64em; width: 97%; box-shadow: none; }  /* the same margin left and right */
 .reveal pre code { max-height: 500px; padding: 0.4em; background: #f6f6f6; white-space: pre-wrap; }  /* a long string */
 .reveal pre.output { white-space: pre-wrap; }
 .reveal pre.output code { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 260px; }
@@ -76,6 +80,12 @@ class Session:
     minutes: int
     objectives: list[str] = field(default_factory=list)
     in_class: set[str] = field(default_factory=set)
+    read_before: list[int] = field(default_factory=list)  # chapters the plan leaves to reading at home before it
+
+    @property
+    def title_number(self) -> int:
+        """The chapter's number."""
+        return int(self.title.split(".")[0])
 
 
 def _rows(text: str, header: str) -> list[list[str]]:
@@ -112,7 +122,8 @@ def read_plan(guide: Path = GUIDE, plan: str = "thirteen") -> list[Session]:
         number = int(row[1].split(".")[0])
         chapter = next((ROOT / "chapters").glob(f"{number:02d}_*.ipynb"))
         objectives, in_class = chapters.get(number, ([], set()))
-        sessions.append(Session(int(row[0]), chapter, row[1], int(row[-1]), objectives, in_class))
+        skipped = list(range(sessions[-1].title_number + 1 if sessions else 1, number))
+        sessions.append(Session(int(row[0]), chapter, row[1], int(row[-1]), objectives, in_class, skipped))
     return sessions
 
 
@@ -320,10 +331,37 @@ def _depth(events: list[tuple[int, int]], column: int, at_start: int) -> int:
     return found[-1] if found else at_start
 
 
+def _opened_at(events: list[tuple[int, int]], column: int, at_start: int) -> int | None:
+    """The column just inside the innermost bracket open at `column`, if that bracket opened on this line."""
+    depth = _depth(events, column, at_start)
+    opened = [col for k, (col, d) in enumerate(events) if col <= column and d == depth
+              and (events[k - 1][1] if k else at_start) == depth - 1]
+    return opened[-1] if depth > 0 and opened else None
+
+
+STRING_START = re.compile(r"([rRbBuUfF]*)(['\"])")
+
+
+def _split_string(line: str, start: int, end: int, width: int) -> int | None:
+    """Where a one-line string at line[start:end] can be cut in two adjacent strings (after a space, before `width`,
+    outside an f-string's fields), or None."""
+    found = STRING_START.match(line, start)
+    if not found or line[found.end():found.end() + 2] == found.group(2) * 2:  # a triple-quoted string: left alone
+        return None
+    depth, cut = 0, None
+    for i in range(found.end(), min(end - 1, width - 2)):
+        if "f" in found.group(1).lower():
+            depth += (line[i] == "{") - (line[i] == "}")
+        if line[i] == " " and depth == 0 and line[i - 1] != "\\" and i > found.end():
+            cut = i + 1  # the space stays with the first part
+    return cut
+
+
 def wrap_code(source: str, width: int = CODE_WIDTH) -> str:
     """Code lines longer than `width` made to fit a slide, still Python: a comment goes on lines of its own above its
     code (wrapped if long); code breaks at a space inside brackets (after a comma if it can), else at a space with a
-    backslash, never inside a one-line string; the rest is indented four more. Lines of `width` or less stay."""
+    backslash, or a long string into two adjacent strings; what follows a break lines up under its bracket (four in
+    from the line if the bracket is far right, and so do the bracket's next lines). Lines of `width` or less stay."""
     lines = source.splitlines()
     comments: dict[int, int] = {}  # line number -> column where its comment starts
     strings: dict[int, list[tuple[int, int]]] = {}  # line number -> (start, end) columns of its one-line strings
@@ -341,19 +379,25 @@ def wrap_code(source: str, width: int = CODE_WIDTH) -> str:
                 depth_at.setdefault(row, []).append((end_col, depth))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return source  # not Python: as it is
-    out, depth = [], 0
+    out, depth, moved = [], 0, {}  # moved: a bracket's continuation column -> where its lines go now
     for number, line in enumerate(lines, start=1):
         starts_at = depth  # bracket depth at the line's start
         events = depth_at.get(number, [])
         depth = events[-1][1] if events else depth
+        shift = 0  # columns the rest of the line has moved left of where the tokens were read
+        column = len(line) - len(line.lstrip())
+        if starts_at > 0 and line.strip() and column in moved:  # the next line of a bracket whose line moved
+            shift, line = column - moved[column], " " * moved[column] + line.lstrip()
+        if starts_at == 0:
+            moved = {}
         if len(line) <= width:
             out.append(line)
             continue
-        shift = 0  # columns the rest of the line has moved left of where the tokens were read
-        if starts_at > 0 and out:  # a continuation lined up under its bracket: four in from the line above
+        if starts_at > 0 and out and not shift:  # a continuation lined up far right: four in from the line above
             above = out[-1][:len(out[-1]) - len(out[-1].lstrip())]
-            if len(above) + 4 < len(line) - len(line.lstrip()):
-                shift = len(line) - len(line.lstrip()) - len(above) - 4
+            if len(above) + 4 < column:
+                shift = column - len(above) - 4
+                moved[column] = len(above) + 4
                 line = above + "    " + line.lstrip()
         indent = line[:len(line) - len(line.lstrip())]
         if number in comments:
@@ -367,13 +411,28 @@ def wrap_code(source: str, width: int = CODE_WIDTH) -> str:
             free = [i for i in range(len(indent) + 8, width - 1) if line[i] == " "
                     and not any(a <= i + shift < b for a, b in inside)]
             nested = [i for i in free if _depth(events, i + shift, starts_at) > 0]
-            if not free:
-                break
-            at = ([i for i in nested if line[i - 1] == ","] or nested or free)[-1]
-            out.append(line[:at].rstrip() + ("" if nested else " \\"))
-            rest = line[at + 1:].lstrip()
-            shift += len(line) - len(rest) - len(indent) - 4
-            line = indent + "    " + rest
+            if free:
+                at = ([i for i in nested if line[i - 1] == ","] or nested or free)[-1]
+                first, rest = line[:at].rstrip(), line[at + 1:].lstrip()
+            else:  # a long string: two adjacent strings, the same string to Python
+                held = [(a - shift, b - shift) for a, b in inside if a - shift < width - 2 < b - shift]
+                cut = _split_string(line, *held[0], width) if held else None
+                if cut is None:
+                    break
+                a = held[0][0]
+                found = STRING_START.match(line, a)
+                first, rest = line[:cut] + found.group(2), found.group(0) + line[cut:]
+                nested = _depth(events, a + shift, starts_at) > 0
+                at = cut - 1
+                inside = [(s, e) if s != a + shift else (cut + shift - len(found.group(0)), e)
+                          for s, e in inside]
+            hang = _opened_at(events, at + shift, starts_at) if nested else None
+            hang = hang - shift if hang is not None and hang - shift <= width // 2 else len(indent) + 4
+            if nested and _opened_at(events, at + shift, starts_at) is not None:
+                moved[_opened_at(events, at + shift, starts_at)] = hang
+            out.append(first + ("" if nested else " \\"))
+            shift += len(line) - len(rest) - hang
+            line = " " * hang + rest
         out.append(line)
     return "\n".join(out)
 
@@ -416,9 +475,9 @@ def render_cell(cell, images: bool = True, later: list[str] = ()) -> str:
     """One tagged cell as slide content (without its images if `images` is false); `later` is the source of the
     chapter's later code cells (slide_parts keeps what they read)."""
     tags = exercises.tags(cell)
-    if cell["cell_type"] == "markdown":
+    if cell["cell_type"] == "markdown":  # without its headings, and a step's name (the slide's title)
         body = "\n".join(line for line in cell["source"].splitlines() if not line.startswith("#"))
-        return MD.render(myst_to_markdown(body))
+        return MD.render(myst_to_markdown(STEP.sub("", body, count=1).strip()))
     shown, unprinted = ("", None) if "slide-output" in tags or "remove-input" in tags else slide_parts(
         cell["source"], later)
     code = f'<pre><code class="python">{html.escape(wrap_code(shown))}</code></pre>' if shown else ""
@@ -466,20 +525,65 @@ def shorten(caption: str, limit: int = TITLE_CHARS) -> str:
 
 
 def slide_title(cell, section: str, subsection: str) -> str:
-    """What a slide shows, as its title (one line: TITLE_CHARS): a step's own name (after its subsection's if both
-    fit), else a figure's caption (shortened), else the subsection and section it belongs to (the subsection alone
-    if both do not fit); "" in the chapter's opening."""
+    """What a slide shows, as its title (one line: TITLE_CHARS): a step's own name, else a figure's caption
+    (shortened), else the subsection and section it belongs to (the subsection alone if both do not fit); "" in the
+    chapter's opening."""
     step = STEP.search(cell.source) if cell.cell_type == "markdown" else None
     caption = cell.get("metadata", {}).get("mystnb", {}).get("figure", {}).get("caption", "")
     if section in FRONT_MATTER:
         return ""
     if step:
-        both = f"{subsection or section}: {step.group(1)}"
-        return both if visible_length(both) <= TITLE_CHARS else step.group(1)
+        return step.group(1)
     if caption:
         return shorten(caption)
     both = f"{section}: {subsection}"
     return both if subsection and visible_length(both) <= TITLE_CHARS else subsection or section
+
+
+def fits(body: str) -> bool:
+    """Whether a slide's content fits under its title, as estimated from its lines: prose about 75 characters a
+    line of 40 px, display math 70 px, code and printed text 24 px a line (0.64 em) and 20 px a block."""
+    code = re.findall(r"<pre[^>]*><code[^>]*>(.*?)</code></pre>", body, re.S)
+    prose = re.sub(r"<pre.*?</pre>|\\\[.*?\\\]", "", body, flags=re.S)
+    text = re.sub(r"<[^>]+>", "", prose)
+    height = (sum(-(-len(p) // 75) for p in text.splitlines() if p.strip()) * 40
+              + len(re.findall(r"\\\[", body)) * 70 + sum(24 * (c.count("\n") + 1) + 20 for c in code))
+    return height <= HEIGHT - 60 - 80  # the title, and the slide's margins
+
+
+def _figure_note(rest: str) -> str | None:
+    """A cell's printed result of one or two short lines (no code), as a note to show under its figure; else None."""
+    if "<pre><code" in rest or not rest.strip():
+        return None
+    text = html.unescape(re.sub(r"<[^>]+>", "", rest)).strip()
+    lines = text.splitlines()
+    if len(lines) > 2 or max(map(len, lines)) > 110:
+        return None
+    return f'<p class="figure-note">{"<br>".join(html.escape(line) for line in lines)}</p>'
+
+
+def _numbered(cards: list[tuple[str, list]]) -> list[tuple[str, list]]:
+    """Consecutive slides that share a title numbered "(k/n)", so that the audience can tell them apart."""
+    def base(body):
+        found = re.match(r"<h3>(.*?)</h3>", body, re.S)
+        return re.sub(r" \(\d+/\d+\)$", "", found.group(1)) if found else None
+    titles, out, k = [base(body) for body, _ in cards], [], 0
+    while k < len(cards):
+        end = k
+        while end + 1 < len(cards) and titles[end + 1] is not None and titles[end + 1] == titles[k]:
+            end += 1
+        title = titles[k]
+        shown = re.sub(r"<[^>]+>|\\[()]|\\[a-zA-Z]+|[{}_^]", "", title or "")
+        if end > k and len(shown) + 6 > TITLE_CHARS + 4 and ": " in title:  # "section: subsection (k/n)"
+            title = title.split(": ", 1)[1]
+        for j in range(k, end + 1):
+            body, prose = cards[j]
+            if end > k:
+                numbered = f"<h3>{title} ({j - k + 1}/{end - k + 1})</h3>"
+                body = re.sub(r"<h3>.*?</h3>", lambda m, shown=numbered: shown, body, count=1, flags=re.S)
+            out.append((body, prose))
+        k = end + 1
+    return out
 
 
 def slide_cells(cells) -> list[int]:
@@ -496,12 +600,14 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
     math = ' class="has-math"' if "\\(" in objectives else ""
     slides = [f'<section{math}><h2>Session {session.number}: {html.escape(title)}</h2>'
               f'<p class="meta">chapter {session.title} · {session.minutes} minutes planned</p>'
+              + "".join(f'<p class="meta">Read at home before this session: chapter {n}; its pencil-and-paper '
+                        "exercises are the entry quiz.</p>" for n in session.read_before) +
               f'<ul>{objectives}</ul></section>']
     # Speaker notes: the section's untagged prose, each paragraph on the slide it leads up to; the prose after a
     # section's last slide goes to that slide. Exercises, summary and references stay in the book.
     found = exercises.find_exercises(cells)
     stop = found[0].start if found else len(cells)
-    section, notes, last, cards = "", [], None, []
+    section, notes, last, cards, text_slide = "", [], None, [], None
     tagged = set(slide_cells(cells))
     subsection = ""
     for i, cell in enumerate(cells[:stop]):
@@ -524,18 +630,27 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
             rest = render_cell(cell, images=False, later=later)
             if not rest.strip() and not shown_images:  # nothing left once the self-checks are out
                 continue
+            if cell.cell_type == "code" and text_slide is not None and not shown_images and fits(
+                    cards[text_slide][0] + rest):  # a step's code under the step: one slide
+                body, prose = cards[text_slide]
+                cards[text_slide] = last = (body + rest, prose + notes)
+                notes, text_slide = [], None
+                continue
+            note = _figure_note(rest) if redrawn else None  # a line or two of result, under the figure
             panels = [f" ({k}/{len(shown_images)})" if len(shown_images) > 1 else ""
                       for k in range(1, len(shown_images) + 1)]
-            bodies = ([heading + rest] if rest.strip() or not shown_images else []) + [
-                heading.replace("</h3>", f"{panel}</h3>") + image
-                for image, panel in zip(shown_images, panels, strict=True)]
+            bodies = ([heading + rest] if (rest.strip() and note is None) or not shown_images else []) + [
+                heading.replace("</h3>", f"{panel}</h3>") + image + (note if k == 0 and note else "")
+                for k, (image, panel) in enumerate(zip(shown_images, panels, strict=True))]
             new = [(body, notes if k == 0 else []) for k, body in enumerate(bodies)]
+            text_slide = len(cards) if cell.cell_type == "markdown" else None
             cards += new
             last, notes = new[-1], []
         elif cell.cell_type == "markdown":
             notes.append(_text(cell.source))
     if last is not None:
         last[1].extend(notes)
+    cards = _numbered(cards)
     for body, prose in cards:
         aside = f'<aside class="notes">{html.escape(" ".join(prose))}</aside>' if prose else ""
         math = ' class="has-math"' if "\\(" in body or "\\[" in body else ""
@@ -550,7 +665,8 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
             statement = "\n\n".join(myst_to_markdown(cells[k].source) for k in range(ex.start + 1, ex.end)
                                     if cells[k].cell_type == "markdown")
             body = MD.render(statement)
-            math = ' class="has-math"' if "\\(" in body or "\\[" in body else ""
+            kind = ["has-math"] * ("\\(" in body or "\\[" in body) + ["statement"] * (prose_words(statement) > 70)
+            math = f' class="{" ".join(kind)}"' if kind else ""
             slides.append(f"<section{math}><h3>In class, in pairs: {ex.grade} "
                           f"{MD.renderInline(myst_to_markdown(ex.title))}</h3>{body}</section>")
     # Without `noundefined`, a macro missing from _config.yml is an error (data-mjx-error) rather than red text.
@@ -571,7 +687,7 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
 <script src="vendor/reveal.js/dist/reveal.js"></script>
 <script src="vendor/reveal.js/plugin/notes/notes.js"></script>
 <script>
-Reveal.initialize({{hash: true, width: {WIDTH}, height: {HEIGHT}, margin: {slide_figures.MARGIN},
+Reveal.initialize({{hash: true, width: {WIDTH}, height: {HEIGHT}, margin: {slide_figures.MARGIN}, center: false,
                    pdfMaxPagesPerSlide: 1, pdfSeparateFragments: false, plugins: [RevealNotes]}});
 MathJax.startup.promise.then(() => Reveal.layout());
 </script>
