@@ -486,6 +486,25 @@ def test_a_tall_schematic_is_shown_in_readable_panels(tmp_path):
         slide_figures.schematic("no_such_figure", tmp_path / "x.png")
 
 
+def test_a_key_and_the_drawing_it_explains_share_a_slide(tmp_path):
+    """A panel of several rectangles (chapter 16's stages with their key under them) is one image: the parts one
+    above the other at one scale, within the slide's box, its text readable; the parts' own files are gone."""
+    from PIL import Image
+
+    from tools.course import slide_figures
+
+    first, _ = slide_figures.schematic("zero_stages", tmp_path / "16-40.png")
+    parts = slide_figures.rectangles(slide_figures.PANELS["zero_stages"][0])
+    assert len(parts) == 2
+    wide, tall = max(x1 - x0 for x0, x1, _, _ in parts), sum(y1 - y0 for _, _, y0, y1 in parts)
+    per_inch = min(slide_figures.BOX[0] / wide, slide_figures.BOX[1] / tall)
+    assert abs(first.width - wide * per_inch) <= 2 and abs(first.height - tall * per_inch) <= 2, first
+    with Image.open(tmp_path / first.file) as image:
+        assert abs(image.width - 2 * first.width) <= 2 and abs(image.height - 2 * first.height) <= 2
+    assert first.text_px >= slide_figures.MIN_TEXT_PX and not first.problems, first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["16-40-0.png", "16-40-1.png"]
+
+
 def test_no_panel_cuts_through_a_box_or_a_text():
     """Every panel of every schematic shown in panels leaves each box and text whole (in it or out of it) and no
     frame's edge as a stray line; a panel that cuts through the scores of qkv_flow is caught."""
@@ -500,7 +519,8 @@ def test_no_panel_cuts_through_a_box_or_a_text():
         fig = slide_figures._draw_schematic(name)
         FigureCanvasAgg(fig)
         for k, panel in enumerate(panels):
-            assert not slide_figures.cut_through(fig, panel), (name, k, slide_figures.cut_through(fig, panel))
+            for part in slide_figures.rectangles(panel):
+                assert not slide_figures.cut_through(fig, part), (name, k, slide_figures.cut_through(fig, part))
     fig = slide_figures._draw_schematic("qkv_flow")
     FigureCanvasAgg(fig)
     assert len(slide_figures.cut_through(fig, (0.0, 7.5, 4.4, 9.1))) == 10  # the five score boxes and their texts

@@ -459,25 +459,30 @@ def capture(index: int, out: str, prefix: str) -> None:
 
 
 # A schematic drawn for a book page is too tall (or too wide) for its text to be readable on a slide whole: it is
-# shown in panels, slide after slide, each a rectangle (x0, x1, y0, y1) of it in inches (its drawing units), cut
-# where nothing is cut through (the panels may share a row, to keep the thread).
+# shown in panels, slide after slide, in the order a lecture tells it: each a rectangle (x0, x1, y0, y1) of it in
+# inches (its drawing units), cut where nothing is cut through, or several rectangles shown one above the other (a
+# key, or the titles of the columns, above the part of the drawing they explain).
 PANELS = {
     "qkv_flow": [(0.0, 7.5, 4.05, 9.1), (0.0, 7.5, 0.0, 4.9)],  # tokens to scores; scores to z
     "scores_matrix": [(0.0, 11.8, 0.0, 1.95), (0.0, 9.3, 6.1, 9.9), (0.0, 5.9, 2.0, 6.0), (9.6, 11.8, 6.2, 9.9),
                       (5.9, 11.8, 2.0, 6.0)],  # the key; K and its transpose; Q K^T; V; softmax and A V
-    "head_split": [(-0.1, 8.7, 0.0, 1.25), (-0.2, 3.45, 5.3, 8.1), (-0.2, 5.1, 1.75, 5.4), (3.4, 8.8, 4.75, 8.1),
-                   (3.4, 8.8, 1.6, 4.75), (8.0, 12.7, 4.0, 7.6), (8.8, 12.7, 0.4, 4.05)],  # the key; split; heads;
-    # concatenated; W_O
+    "head_split": [[(-0.2, 3.45, 5.3, 8.35), (0.0, 8.7, 0.0, 1.25)], (-0.2, 3.4, 1.75, 5.35),
+                   (3.4, 8.8, 4.75, 8.35), (3.4, 8.8, 1.6, 4.75), (8.9, 12.7, 0.4, 6.5)],  # Q by head, over the
+    # key; view and transpose; head 0; head 1; concatenated, times W_O
     "mask_pipeline": [(-0.3, 10.5, 8.78, 10.8), (-0.3, 10.5, 5.4, 8.72), (-0.3, 10.5, 0.0, 5.4)],  # padding mask
     # and the key; padding and causal combined; scores, masked, weights (and the padding query's row)
-    "block_pre_post_ln": [(-0.2, 10.3, 0.0, 5.1), (-0.2, 10.3, 4.5, 9.9)],  # both blocks: lower half, upper half
-    "encoder_decoder": [(0.0, 10.4, 0.0, 5.2), (0.0, 10.4, 4.6, 9.5)],
-    "block_2017_vs_today": [(0.0, 12.4, 0.0, 0.95), (-0.1, 6.2, 0.95, 5.55), (-0.1, 5.75, 5.55, 10.8),
-                            (6.2, 12.5, 0.95, 5.55), (5.75, 12.7, 5.55, 10.8)],  # the key (the four changes);
-    # each block in two halves, bottom to top as the data flows
-    "kv_cache": [(0.0, 8.7, 3.7, 7.6), (7.0, 11.0, 3.7, 6.2), (0.0, 11.0, 0.0, 3.5)],
-    "induction_circuit": [(0.0, 11.0, 1.0, 6.3), (0.0, 11.0, 0.0, 1.0)],  # the circuit; why one layer is not enough
-    "zero_stages": [(0.0, 10.6, 3.2, 6.3), (0.0, 10.6, 0.0, 3.3)],
+    "block_pre_post_ln": [[(-0.2, 10.3, 8.95, 9.9), (-0.2, 10.3, 0.0, 4.5)], (-0.2, 10.3, 4.5, 9.9)],  # both
+    # blocks under their titles, lower half then upper half
+    "encoder_decoder": [[(0.0, 10.4, 9.1, 9.5), (0.0, 10.4, 0.0, 5.2)], (0.0, 10.4, 4.6, 9.5)],
+    "block_2017_vs_today": [[(0.1, 4.4, 0.57, 0.9), (6.2, 10.5, 0.57, 0.9), (0.1, 4.4, 0.26, 0.57),
+                             (6.2, 10.5, 0.26, 0.57), (0.1, 9.0, 0.0, 0.26)],  # the key (the four changes), then
+                            [(0.0, 5.75, 9.9, 10.8), (-0.1, 6.2, 0.95, 5.55)],  # each half of the 2017 block
+                            [(5.75, 12.5, 9.9, 10.8), (6.2, 12.5, 0.95, 5.55)],  # beside the same half of the
+                            (-0.1, 5.75, 5.55, 10.8), (5.75, 12.7, 5.55, 10.8)],  # Llama-style one, bottom first
+    "kv_cache": [[(0.0, 8.9, 2.75, 3.3), (0.0, 7.05, 3.45, 7.6)], (7.05, 11.0, 3.45, 6.2), (0.0, 11.0, 0.0, 2.75)],
+    # the key over the query, keys, scores and weights; the values and the output; with and without a cache
+    "induction_circuit": [(0.0, 11.0, 0.7, 6.3), (0.0, 11.0, 0.0, 0.7)],  # the circuit; why one layer is not enough
+    "zero_stages": [[(0.0, 10.6, 3.2, 6.3), (0.0, 10.6, 0.0, 0.45)], (0.0, 10.6, 0.45, 3.3)],  # with the key
 }
 
 
@@ -513,21 +518,56 @@ def cut_through(fig, panel: tuple[float, float, float, float], slack: float = 0.
     return found
 
 
+def rectangles(panel) -> list[tuple[float, float, float, float]]:
+    """A panel's rectangles, top to bottom: one (x0, x1, y0, y1), or several shown one above the other."""
+    return [panel] if isinstance(panel[0], int | float) else list(panel)
+
+
 def schematic(name: str, path: Path) -> list[SlideFigure]:
     """The schematic `name` drawn again by tools/figures and saved for a slide: one figure per panel (PANELS), saved
-    as `path` with the panel's number."""
+    as `path` with the panel's number. A panel of several rectangles shows them one above the other at one scale
+    (a key or the columns' titles above the part of the drawing they explain)."""
     found = []
     panels = PANELS.get(name, [None])
     for k, panel in enumerate(panels):
-        fig = _draw_schematic(name)
-        if panel is not None:
-            x0, x1, y0, y1 = panel
+        target = path.with_name(f"{path.stem}-{k}.png") if len(panels) > 1 else path
+        if panel is None:
+            found.append(save(_draw_schematic(name), target))
+            continue
+        parts = rectangles(panel)
+        wide, tall = max(x1 - x0 for x0, x1, _, _ in parts), sum(y1 - y0 for _, _, y0, y1 in parts)
+        per_inch = min(BOX[0] / wide, BOX[1] / tall)
+        saved = []
+        for j, (x0, x1, y0, y1) in enumerate(parts):
+            fig = _draw_schematic(name)
             fig.axes[0].set_xlim(x0, x1)
             fig.axes[0].set_ylim(y0, y1)
             fig.set_size_inches(x1 - x0, y1 - y0)
-        found.append(save(fig, path.with_name(f"{path.stem}-{k}.png") if len(panels) > 1 else path,
-                          tight=panel is None))
+            box = ((x1 - x0) * per_inch, (y1 - y0) * per_inch)
+            saved.append(save(fig, target.with_name(f"{target.stem}.part{j}.png") if len(parts) > 1 else target,
+                              box=box, tight=False))
+        found.append(saved[0] if len(parts) == 1 else _stacked(saved, target))
     return found
+
+
+def _stacked(parts: list[SlideFigure], path: Path) -> SlideFigure:
+    """Figures saved by `save` (in one folder) as one PNG at `path`, one above the other, centred; the parts go."""
+    from PIL import Image
+
+    images = [Image.open(path.with_name(part.file)) for part in parts]
+    width = max(image.width for image in images)
+    stacked = Image.new("RGB", (width, sum(image.height for image in images)), "white")
+    top = 0
+    for image in images:
+        stacked.paste(image, ((width - image.width) // 2, top))
+        top += image.height
+        image.close()
+    stacked.save(path, format="png")
+    for part in parts:
+        path.with_name(part.file).unlink()
+    smallest = min(parts, key=lambda part: part.text_px)
+    return SlideFigure(path.name, max(p.width for p in parts), sum(p.height for p in parts), smallest.text_px,
+                       smallest.smallest, [o for p in parts for o in p.overlaps], [o for p in parts for o in p.outside])
 
 
 def _draw_schematic(name: str):
