@@ -307,6 +307,7 @@ def test_what_only_the_checks_used_leaves_the_slide_too():
     assert "diff = " in slides.slide_code(source, later=["print(diff)"])  # a later cell reads it
     assert "diff = " not in slides.slide_code(source, later=["diff = 0\nprint(diff)"])  # bound again first
     assert "ref = " in slides.slide_code(source.replace("ref(x) - y", "y"), later=["print(ref)"])
+    assert slides.slide_code("import math\nfrom torch import nn\n\nx = math.pi") == "x = math.pi"  # no imports
     no_checks = "diff = a - b\nprint('a and b: ok')"  # nothing removed: nothing else goes
     assert slides.slide_code(no_checks) == no_checks
     shown = slides.slide_stream("✓ Z matches (shape (5, 2), every entry within 1e-05)\nweights sum to 1: ok\n"

@@ -247,7 +247,7 @@ def read_later(sources: list[str]) -> set[str]:
 def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
     """A code cell as a slide shows it, and the printed lines it no longer prints (regular expressions).
 
-    Left out: its self-checks (assert statements and calls of check or assert functions, which the book runs and a
+    Left out: its imports, its self-checks (assert statements and calls of check or assert functions, which the book runs and a
     lecture does not need), and what only served them: a print of fixed text (or of text ending ": ok") in a cell
     with self-checks, which states what the check asserted; an assignment whose names only the removed lines read
     and no later cell (`later`, their sources in order) reads; a block left empty, and the comment lines just above
@@ -257,6 +257,7 @@ def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
     except SyntaxError:
         return source, []
     statements = list(_statements(tree.body))
+    imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]  # not lecture material
     dropped = [node for node in statements if _is_check(node)]
     printed = []
     if dropped:
@@ -295,7 +296,7 @@ def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
         if not more:
             break
         dropped += more
-    gone = lines(dropped)
+    gone = lines(dropped + imports)
     source_lines = source.splitlines()
     for n in range(len(source_lines), 0, -1):  # a comment on lines of its own goes with the statement below it
         if n not in gone and source_lines[n - 1].lstrip().startswith("#") and n + 1 in gone:
@@ -615,10 +616,10 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
         if cell.cell_type == "markdown" and heading is not None:
             if last is not None:
                 last[1].extend(notes)
-            section, notes, last, subsection = heading.strip(), [], None, ""
+            section, notes, last, subsection, text_slide = heading.strip(), [], None, "", None
         sub = [line[4:].strip() for line in cell.source.splitlines() if line.startswith("### ")]
         if cell.cell_type == "markdown" and sub:
-            subsection = sub[-1]
+            subsection, text_slide = sub[-1], None  # code under a new heading is not the last slide's
         if i in tagged:
             shown = slide_title(cell, section, subsection) or title  # a figure of the opening: the chapter's title
             heading = f"<h3>{MD.renderInline(myst_to_markdown(shown))}</h3>"
