@@ -247,11 +247,11 @@ def read_later(sources: list[str]) -> set[str]:
 def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
     """A code cell as a slide shows it, and the printed lines it no longer prints (regular expressions).
 
-    Left out: its imports, its self-checks (assert statements and calls of check or assert functions, which the book runs and a
-    lecture does not need), and what only served them: a print of fixed text (or of text ending ": ok") in a cell
-    with self-checks, which states what the check asserted; an assignment whose names only the removed lines read
-    and no later cell (`later`, their sources in order) reads; a block left empty, and the comment lines just above
-    a statement left out. The source as is if it does not parse."""
+    Left out: its imports; its self-checks (assert statements and calls of check or assert functions, which the book
+    runs and a lecture does not need), and what only served them: a print of fixed text (or of text ending ": ok")
+    in a cell with self-checks, which states what the check asserted; an assignment whose names only the removed
+    lines read and no later cell (`later`, their sources in order) reads; a block left empty, and the comment lines
+    just above a statement left out. The source as is if it does not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
