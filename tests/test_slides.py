@@ -475,6 +475,96 @@ def test_a_legend_under_a_grid_clears_the_enlarged_labels(tmp_path):
     plt.close(fig)
 
 
+def _drawing(width: float, height: float):
+    """A figure drawn as tools/figures draws a schematic: one axes over all of it, in inches, without axes."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.axis("off")
+    return fig, ax
+
+
+def test_a_line_at_the_figures_edge_is_saved_whole(tmp_path):
+    """A schematic's long caption makes its right edge: the PNG shows all of it. (Hinted glyphs are 2% wider at the
+    saving resolution than where the figure was measured, which cut the caption of chapter 12's text_to_rows.)"""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import numpy as np
+    from PIL import Image
+
+    from tools.course import slide_figures
+
+    fig, ax = _drawing(11, 5.1)
+    ax.text(0.2, 4.5, "text", fontsize=13, fontweight="bold")
+    ax.text(2.1, 3.2, "BPE: replay the learned merges inside each word (orange: a word never seen in training, in "
+            "two known pieces)", fontsize=11, color="grey")
+    shown = slide_figures.save(fig, tmp_path / "caption.png")
+    assert not shown.problems, shown
+    ink = np.asarray(Image.open(tmp_path / "caption.png").convert("L")) < 250
+    assert not ink[:, -4:].any(), "the caption is cut at the figure's right edge"
+
+
+def test_a_label_stays_in_its_box_and_a_note_in_its_plot(tmp_path):
+    """Texts drawn in boxes (tokens, a grid's numbers) that the enlarging would make wider than their boxes are
+    enlarged less, so that each stays in its box; a note written in a plot that crosses the plot's frame is reported."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from tools.course import slide_figures
+
+    fig, ax = _drawing(12, 3)
+    for i, token in enumerate(["the</w>", "bitwise</w>", "version</w>"]):  # 1.6 in apart: they never meet
+        ax.add_patch(plt.Rectangle((0.2 + 1.6 * i, 1), 1.0, 0.4, facecolor="none"))
+        ax.text(0.7 + 1.6 * i, 1.2, token, ha="center", va="center", fontsize=8)
+    shown = slide_figures.save(fig, tmp_path / "tokens.png", close=False)
+    assert not shown.problems and shown.text_px < slide_figures.TEXT_PX, shown  # 19 px would leave the boxes
+    renderer = fig.canvas.get_renderer()
+    for text, box in zip(ax.texts, ax.patches, strict=True):
+        inside, extent = box.get_window_extent(renderer), text.get_window_extent(renderer)
+        assert inside.x0 <= extent.x0 and extent.x1 <= inside.x1, text.get_text()
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.4), layout="constrained")
+    ax.plot([1, 2, 3], [1, 2, 3], "o-")
+    ax.annotate("T=1536", (3, 3), textcoords="offset points", xytext=(5, -12), fontsize=8)  # past the frame
+    crossing = slide_figures.save(fig, tmp_path / "note.png")
+    assert "T=1536 | the plot's frame" in crossing.overlaps, crossing
+
+
+def test_a_legend_that_grows_over_the_data_moves_off_it(tmp_path):
+    """A plot's legend, clear of the lines as drawn for the page but over them once enlarged (as in chapter 15's cache
+    sizes): placed where it covers nothing, else under the plot, the figure made taller so the plot keeps its size."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+
+    from tools.course import slide_figures
+
+    lengths = [1024, 2048, 4096, 6144, 8192]
+    fig, ax = plt.subplots(figsize=(6, 3.4), layout="constrained")
+    for per_token, marker, name in [(512, "o", "MHA, h_kv = 32 (Llama-2-7B): 512 KiB per token"),
+                                    (128, "s", "GQA, h_kv = 8 (Llama-3-8B): 128 KiB per token"),
+                                    (16, "^", "MQA, h_kv = 1: 16 KiB per token")]:
+        ax.plot(lengths, [n * per_token / 2**20 for n in lengths], marker + "-", label=name)
+    ax.set(xlabel="tokens in the context (one sequence)", ylabel="key/value cache (GiB, bfloat16)",
+           title="Cache of a 32-layer model with 32 query heads of 128")
+    ax.legend()
+    shown = slide_figures.save(fig, tmp_path / "cache.png", close=False)
+    assert not shown.problems and shown.text_px * (1 - slide_figures.MARGIN) >= 18, shown
+    renderer = fig.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    for line in ax.get_lines():
+        assert not line.get_transform().transform_path(line.get_path()).intersects_bbox(legend, filled=False)
+    assert fig.get_size_inches()[1] > 3.4 and ax.bbox.height * 72 / fig.dpi > 150  # taller, the plot not squeezed
+    plt.close(fig)
+
+
 def test_a_tall_schematic_is_shown_in_readable_panels(tmp_path):
     from tools.course import slide_figures
 

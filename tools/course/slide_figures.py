@@ -6,10 +6,12 @@ px. `make slides` therefore draws each slide's figure again, from the chapter's 
 - works out the size it will be shown at: the largest that fits BOX (CSS px of a 1280 x 720 slide, under the
   slide's title), keeping its proportions;
 - raises every text (titles, labels, tick labels, legends, annotations) that would come out below TEXT_PX at that
-  size to TEXT_PX, and lays the figure out again;
+  size to TEXT_PX, and lays the figure out again; a plot's legend that its larger entries make cover the plot's
+  lines is moved off them (where it covers least, else under the plot);
 - saves it as a PNG at twice that size (sharp on a projector), with its size and its smallest text in CSS px, and
-  the texts that now overlap one another or leave the figure, so that a figure that does not survive the
-  enlarging is reported, not shown broken.
+  the texts that now overlap one another, leave the box they label, cross the frame of the plot they are written
+  in, or leave the figure, so that a figure that does not survive the enlarging is enlarged less or reported, not
+  shown broken.
 
 The chapter's code is run as grading runs it: only the figure cells and the cells they depend on
 (tools/course/needed_cells.py), in a kernel with matplotlib's non-interactive backend, so that every figure a cell
@@ -129,6 +131,76 @@ def _legends_below(fig) -> bool:
     return moved
 
 
+def _covered(legend, renderer) -> int:
+    """How many of its plot's lines, markers and bands a legend of a plot covers (drawn)."""
+    from matplotlib.collections import PathCollection, PolyCollection
+
+    ax = legend.axes
+    box = legend.get_window_extent(renderer)
+    found = 0
+    for line in ax.get_lines():
+        if not line.get_visible():
+            continue
+        path = line.get_transform().transform_path(line.get_path())
+        if len(path.vertices) == 0:
+            continue
+        if line.get_linestyle() not in ("None", "none", "", " ") and path.intersects_bbox(box, filled=False):
+            found += 1
+        elif line.get_marker() not in (None, "None", "none", "", " "):
+            found += int(box.count_contains(path.vertices))
+    for collection in ax.collections:
+        if not collection.get_visible():
+            continue
+        if isinstance(collection, PathCollection):  # a scatter's markers
+            offsets = collection.get_offset_transform().transform(collection.get_offsets())
+            found += int(box.count_contains(offsets)) if len(offsets) else 0
+        elif isinstance(collection, PolyCollection):  # a band
+            transform = collection.get_transform()
+            found += sum(1 for path in collection.get_paths()
+                         if transform.transform_path(path).intersects_bbox(box, filled=True))
+    return found
+
+
+def _legends_clear(fig) -> bool:
+    """A plot's own legend that its enlarged entries make cover the plot's lines, markers or bands: placed where it
+    covers least (loc "best"), else, if no plot is below it, under the plot, below its x axis, the figure made taller
+    by as much (if a layout engine places its plots) so that the plots keep their size; True if one moved."""
+    from matplotlib.transforms import offset_copy
+
+    renderer = fig.canvas.get_renderer()
+    moved = False
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible() or not ax.get_visible():
+            continue
+        under = getattr(legend, "_under_plot", None)  # how far under the plot it was put (points), if it was
+        if under is None and not _covered(legend, renderer):
+            continue
+        if under is None and legend._loc != 0:  # 0: "best", chosen when drawn
+            legend.set_loc("best")
+            fig.canvas.draw()
+            moved = True
+            if not _covered(legend, renderer):
+                continue
+        spec = ax.get_subplotspec()
+        if spec is not None and spec.rowspan.stop < spec.get_gridspec().nrows:  # a plot below it: left where it
+            continue  # covers least
+        axis = ax.xaxis.get_tightbbox(renderer)
+        drop = (ax.bbox.y0 - min(ax.bbox.y0, axis.y0 if axis is not None else ax.bbox.y0)) * 72 / fig.dpi + 4
+        if under is not None and abs(drop - under) < 0.5:
+            continue
+        legend.set_loc("upper center")
+        legend.set_bbox_to_anchor((0.5, 0.0), transform=offset_copy(ax.transAxes, fig, y=-drop, units="points"))
+        legend._under_plot = drop
+        engine = fig.get_layout_engine()
+        if under is None and engine is not None and type(engine).__name__ != "PlaceHolderLayoutEngine":
+            width, height = fig.get_size_inches()
+            fig.set_size_inches(width, height + legend.get_window_extent(renderer).height / fig.dpi + drop / 72)
+        fig.canvas.draw()
+        moved = True
+    return moved
+
+
 def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool = True, tight: bool = True):
     """Raise `fig`'s small texts for slide display (module docstring; not if `enlarge` is false) and lay it out
     again. Returns the shown part (inches), the CSS px per inch it is shown at, its smallest text's size in CSS px
@@ -160,6 +232,8 @@ def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool
                     text.set_wrap(True)
         fig.canvas.draw()
         fig.canvas.draw()  # a layout settles on the second draw
+        if _legends_clear(fig):
+            fig.canvas.draw()
         if _legends_below(fig):
             fig.canvas.draw()
         region = _region(fig, tight)
@@ -172,10 +246,37 @@ def fit(fig, box: tuple[int, int] = BOX, text_px: float = TEXT_PX, enlarge: bool
     return region.transformed(fig.dpi_scale_trans.inverted()), per_inch, size * per_inch / 72, smallest
 
 
-def colliding(fig, tight: bool = True, slack: float = 1.0) -> tuple[list[tuple], list]:
-    """The pairs of texts of a drawn figure that overlap (by more than `slack` px each way), and the texts that reach
-    out of its shown part."""
+def _its_box(text, renderer):
+    """The box (a rectangle of the text's axes) that `text` is the label of, the smallest that holds its anchor, and
+    whether the text is centred in it (across, down); None and (False, False) if none."""
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    ax = text.axes
+    if ax is None or (text.get_horizontalalignment() != "center"
+                      and text.get_verticalalignment() not in ("center", "center_baseline")):
+        return None, (False, False)
+    x, y = text.get_transform().transform(text.get_unitless_position())
+    found, centred, least = None, (False, False), None
+    for patch in ax.patches:
+        if not isinstance(patch, Rectangle | FancyBboxPatch) or not patch.get_visible():
+            continue
+        box = patch.get_window_extent(renderer)
+        if not (box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1) or (least is not None and box.width * box.height
+                                                                    >= least):
+            continue
+        across = text.get_horizontalalignment() == "center" and abs(x - (box.x0 + box.x1) / 2) <= 0.05 * box.width
+        down = (text.get_verticalalignment() in ("center", "center_baseline")
+                and abs(y - (box.y0 + box.y1) / 2) <= 0.05 * box.height)
+        found, centred, least = box, (across, down), box.width * box.height
+    return found, centred
+
+
+def colliding(fig, tight: bool = True, slack: float = 0.75) -> tuple[list[tuple], list]:
+    """The pairs of texts of a drawn figure that overlap (by more than `slack` points each way), a text and the box
+    it labels (the string "its box") where the text leaves it, a text written inside a plot and the plot's frame
+    (the string "the plot's frame") where the text crosses it, and the texts that reach out of its shown part."""
     renderer = fig.canvas.get_renderer()
+    slack = slack * fig.dpi / 72  # in display px
     frame = _region(fig, tight)
     boxes = [(text, text.get_window_extent(renderer)) for text in _texts(fig, frame)]
     outside = [t for t, b in boxes if b.x0 < frame.x0 - slack or b.y0 < frame.y0 - slack
@@ -187,13 +288,26 @@ def colliding(fig, tight: bool = True, slack: float = 1.0) -> tuple[list[tuple],
             tall = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
             if wide > slack and tall > slack:
                 pairs.append((a, b))
+    for text, box in boxes:
+        its, (across, down) = _its_box(text, renderer)  # a label drawn in a box must stay in it
+        if its is not None and ((across and (box.x0 < its.x0 - slack or box.x1 > its.x1 + slack))
+                                or (down and (box.y0 < its.y0 - slack or box.y1 > its.y1 + slack))):
+            pairs.append((text, "its box"))
+        ax = text.axes
+        if ax is not None and ax.axison and any(text is t for t in ax.texts):  # written in a plot: inside its frame
+            x, y = text.get_transform().transform(text.get_unitless_position())
+            plot = ax.bbox
+            if (plot.x0 < x < plot.x1 and plot.y0 < y < plot.y1 and (
+                    box.x0 < plot.x0 - slack or box.x1 > plot.x1 + slack or box.y0 < plot.y0 - slack
+                    or box.y1 > plot.y1 + slack)):
+                pairs.append((text, "the plot's frame"))
     return pairs, outside
 
 
 def problems(fig, tight: bool = True) -> tuple[list[str], list[str]]:
     """colliding(), each text named by what it says."""
     pairs, outside = colliding(fig, tight)
-    name = lambda text: text.get_text().strip()  # noqa: E731
+    name = lambda text: text if isinstance(text, str) else text.get_text().strip()  # noqa: E731
     return [f"{name(a)} | {name(b)}" for a, b in pairs], [name(t) for t in outside]
 
 
@@ -242,7 +356,16 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
     false). `tight`: all
     that is drawn is shown, as Jupyter shows a figure; otherwise the figure's frame (a schematic's panel). A figure
     whose enlarged texts overlap or leave it is enlarged less (SMALLER_TEXT_PX) or else saved as drawn (only scaled
-    to the box), with its problems at TEXT_PX, so that the deck shows it whole and `make slides` reports it."""
+    to the box), with its problems at TEXT_PX, so that the deck shows it whole and `make slides` reports it.
+    Glyphs are not hinted: a hinted text is wider at the saving resolution than where it was measured (by 2%, enough
+    to cut a long line at the figure's edge); unhinted, it is as wide at every resolution."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.hinting": "no_hinting"}):
+        return _save(fig, path, box, tight, close)
+
+
+def _save(fig, path: Path, box: tuple[int, int], tight: bool, close: bool) -> SlideFigure:
     import matplotlib.pyplot as plt
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -253,7 +376,9 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
              for ax in fig.axes for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)) if axis.get_major_ticks()]
     labels = [(text, text.get_text()) for text in _texts(fig)]
     legends = [(legend, legend._loc, legend._bbox_to_anchor) for legend in fig.legends]
+    own = [(legend, legend._loc, legend._bbox_to_anchor) for ax in fig.axes if (legend := ax.get_legend())]
     engine = fig.get_layout_engine()
+    inches = fig.get_size_inches().copy()
 
     def undo() -> None:  # the figure as drawn
         for text, size in sizes:
@@ -266,6 +391,9 @@ def save(fig, path: Path, box: tuple[int, int] = BOX, tight: bool = True, close:
         fig.legends[:] = [legend for legend, _, _ in legends]  # the figure's own, as they were
         for legend, loc, anchor in legends:
             legend._loc, legend._bbox_to_anchor, legend._below_plots = loc, anchor, False
+        for legend, loc, anchor in own:
+            legend._loc, legend._bbox_to_anchor, legend._under_plot = loc, anchor, None
+        fig.set_size_inches(inches)
         fig.set_layout_engine(engine if engine is not None else "none")
 
     found = None

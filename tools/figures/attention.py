@@ -419,11 +419,11 @@ def mask_pipeline() -> None:
     combined = broadcast & causal
     weights = softmax_rows(scores, combined)  # masked entries get exactly 0
 
-    c = 0.5
+    c, cw = 0.5, 0.62  # a cell's height and width: wide enough for "−0.35", its column's key label above it
     width, height = 10.4, 11.0
     fig, ax = new_figure(width, height, font_scale=1.1)
-    w = S * c
-    col1, col2, col3 = 1.15, 4.5, 7.85
+    w = S * cw
+    col1, col2, col3 = 1.0, 4.45, 7.9
     y_pad = height - 1.0  # top edge of the padding row
     top1, top2 = y_pad - c - 1.35, 3.95  # top edges of the two rows of 4 x 4 grids
 
@@ -442,28 +442,28 @@ def mask_pipeline() -> None:
 
     def key_labels(x, top):
         for j, token in enumerate(tokens):
-            ax.text(x + (j + 0.5) * c, top + 0.06, token, ha="center", va="bottom", fontsize=fs(9), color=GREY)
+            ax.text(x + (j + 0.5) * cw, top + 0.06, token, ha="center", va="bottom", fontsize=fs(9), color=GREY)
 
     def query_labels(x, top):
         for i, token in enumerate(tokens):
             ax.text(x - 0.08, top - (i + 0.5) * c, token, ha="right", va="center", fontsize=fs(10), color=GREY)
 
     # Row 1: the padding row, broadcast to every query row; the causal mask; their logical and.
-    grid(ax, col1, y_pad, 1, S, c, values=ticks([pad]), colours=tick_colours([pad]), size=12)
+    grid(ax, col1, y_pad, 1, S, c, wide=cw, values=ticks([pad]), colours=tick_colours([pad]), size=12)
     key_labels(col1, y_pad)
     ax.text(col1 + w / 2, y_pad + 0.38, "padding mask of one sentence", ha="center", va="bottom", fontsize=fs(11))
     ax.text(col1 + w + 0.15, y_pad - c / 2, "$(B, S) \\to (B, 1, 1, S)$", ha="left", va="center", fontsize=fs(11))
     arrow(ax, (col1 + w / 2, y_pad - c - 0.06), (col1 + w / 2, top1 + 0.42))
     ax.text(col1 + w / 2 + 0.12, (y_pad - c + top1 + 0.4) / 2, "broadcast: the row is\ncopied to every query row",
             ha="left", va="center", fontsize=fs(10), linespacing=1.3)
-    grid(ax, col1, top1, T, S, c, values=ticks(broadcast), colours=tick_colours(broadcast), size=12)
+    grid(ax, col1, top1, T, S, c, wide=cw, values=ticks(broadcast), colours=tick_colours(broadcast), size=12)
     key_labels(col1, top1)
     query_labels(col1, top1)
     titled(col1, top1, T, "", "$(B, 1, T, S)$", "padding, broadcast")
-    grid(ax, col3, top1, T, S, c, values=ticks(causal), colours=tick_colours(causal), size=12)
+    grid(ax, col3, top1, T, S, c, wide=cw, values=ticks(causal), colours=tick_colours(causal), size=12)
     key_labels(col3, top1)
     titled(col3, top1, T, "causal mask", "$(T, S)$", "key $j \\leq$ query $i$", lift=0.38)
-    grid(ax, col2, top1, T, S, c, values=ticks(combined), colours=tick_colours(combined), size=12)
+    grid(ax, col2, top1, T, S, c, wide=cw, values=ticks(combined), colours=tick_colours(combined), size=12)
     key_labels(col2, top1)
     titled(col2, top1, T, "combined mask", "$(B, 1, T, S)$", "broadcasts over $h$", lift=0.38)
     y_and = top1 - 2 * c
@@ -473,23 +473,24 @@ def mask_pipeline() -> None:
         ax.text(x, y_and + 0.1, "and", ha="center", va="bottom", fontsize=fs(11), fontweight="bold")
 
     # Row 2: scores, masked scores, weights.
-    grid(ax, col1, top2, T, S, c, values=[[num(v) for v in r] for r in scores], face=LIGHT_GREY, size=10)
+    grid(ax, col1, top2, T, S, c, wide=cw, values=[[num(v) for v in r] for r in scores], face=LIGHT_GREY, size=10)
     key_labels(col1, top2)
     query_labels(col1, top2)
     titled(col1, top2, T, "scores $QK^\\top / \\sqrt{d_k}$", "$(B, h, T, S)$", lift=0.38)
-    masked = [[num(scores[i, j]) if combined[i, j] else "$-\\infty$" for j in range(S)] for i in range(T)]
+    masked = [[num(scores[i, j]) if combined[i, j] else "\u2212\u221e" for j in range(S)] for i in range(T)]
     colours = [[LIGHT_GREY if combined[i, j] else LIGHT_ORANGE for j in range(S)] for i in range(T)]
-    grid(ax, col2, top2, T, S, c, values=masked, colours=colours, size=10)
+    sizes = [[10 if combined[i, j] else 13 for j in range(S)] for i in range(T)]  # ∞ is drawn small for its size
+    grid(ax, col2, top2, T, S, c, wide=cw, values=masked, colours=colours, sizes=sizes)
     key_labels(col2, top2)
     titled(col2, top2, T, "masked scores", "$(B, h, T, S)$", lift=0.38)
     arrow(ax, (col1 + w + 0.08, top2 - 2 * c), (col2 - 0.08, top2 - 2 * c))
     arrow(ax, (col2 + w / 2, top1 - T * c - 0.8), (col2 + w / 2, top2 + 0.7))
-    ax.text(col2 + w / 2 + 0.12, (top1 - T * c - 0.8 + top2 + 0.7) / 2, "where \u2717:\nscore $\\to -\\infty$",
+    ax.text(col2 + w / 2 + 0.12, (top1 - T * c - 0.8 + top2 + 0.7) / 2, "where \u2717:\nscore \u2192 \u2212\u221e",
             ha="left", va="center", fontsize=fs(10), linespacing=1.3)
 
     values = [[num(v) if v > 0 else "0" for v in r] for r in weights]
     colours = [[LIGHT_GREEN if v > 0 else "white" for v in r] for r in weights]
-    grid(ax, col3, top2, T, S, c, values=values, colours=colours, size=10)
+    grid(ax, col3, top2, T, S, c, wide=cw, values=values, colours=colours, size=10)
     key_labels(col3, top2)
     titled(col3, top2, T, "attention weights $A$", "$(B, h, T, S)$", "each row sums to 1", lift=0.38)
     arrow(ax, (col2 + w + 0.08, top2 - 2 * c), (col3 - 0.08, top2 - 2 * c))

@@ -93,8 +93,10 @@ def arrow(ax, start, end, colour="black", lw=1.2, style="-|>", rad=0.0):
 
 
 def grid(ax, x, y, rows, cols, cell, face="white", highlight_row=None, highlight_col=None, hl_face=LIGHT_BLUE,
-         values=None, size=9, colours=None):
-    """A rows x cols grid of cells with its top-left corner at (x, y); optional values (strings) in the cells."""
+         values=None, size=9, colours=None, wide=None, sizes=None):
+    """A rows x cols grid of cells with its top-left corner at (x, y); optional values (strings) in the cells. The
+    cells are `cell` high and `wide` wide (`cell` if not given); `sizes`, a font size per cell, overrides `size`."""
+    wide = cell if wide is None else wide
     for i in range(rows):
         for j in range(cols):
             fc = face
@@ -104,11 +106,11 @@ def grid(ax, x, y, rows, cols, cell, face="white", highlight_row=None, highlight
                 fc = hl_face
             if highlight_col is not None and j == highlight_col:
                 fc = hl_face
-            ax.add_patch(Rectangle((x + j * cell, y - (i + 1) * cell), cell, cell, facecolor=fc,
+            ax.add_patch(Rectangle((x + j * wide, y - (i + 1) * cell), wide, cell, facecolor=fc,
                                    edgecolor="black", linewidth=0.8))
             if values is not None:
-                ax.text(x + (j + 0.5) * cell, y - (i + 0.5) * cell, values[i][j], ha="center", va="center",
-                        fontsize=fs(size))
+                ax.text(x + (j + 0.5) * wide, y - (i + 0.5) * cell, values[i][j], ha="center", va="center",
+                        fontsize=fs(size if sizes is None else sizes[i][j]))
 
 
 def num(v, fmt=".2f") -> str:

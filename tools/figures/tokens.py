@@ -61,13 +61,13 @@ def text_to_rows() -> None:
             box(ax, xs[k + j], rows_y["ids"], w, h, str(ids[k + j]), face="white", size=11)
         k += len(p)
     notes = [("text", "words", "pre-tokenization: split at spaces and punctuation"),
-             ("words", "tokens", "BPE: replay the learned merges inside each word (orange: a word never seen in "
+             ("words", "tokens", "BPE: replay the learned merges inside each word\n(orange: a word never seen in "
                                    "training, in two known pieces)"),
              ("tokens", "ids", "vocabulary: look up each token's id")]
     for upper, lower, note in notes:
         mid = (rows_y[upper] + rows_y[lower] + h) / 2
         arrow(ax, (x0 - 0.25, rows_y[upper] + 0.02), (x0 - 0.25, rows_y[lower] + h - 0.02), colour=GREY)
-        ax.text(x0 - 0.1, mid, note, ha="left", va="center", fontsize=fs(10), color=GREY)
+        ax.text(x0 - 0.1, mid, note, ha="left", va="center", fontsize=fs(10), color=GREY, linespacing=1.15)
 
     # the ids pick rows of the embedding matrix: X = E[ids], one row of d_model numbers per token
     cell, d, top = 0.16, 6, 1.0
@@ -76,9 +76,9 @@ def text_to_rows() -> None:
         grid(ax, x + (w - d * cell) / 2, top, 1, d, cell, face=LIGHT_GREEN)
     ax.text(0.2, top - cell / 2, "rows of $E$", ha="left", va="center", fontsize=fs(12), fontweight="bold")
     n_vocab = f"{len(bpe):,}".replace(",", "{,}")  # mathtext would put a space after a bare comma
-    ax.text(x0 - 0.1, top - cell - 0.3, f"$X$: the $T = {len(tokens)}$ rows of the embedding matrix $E$ that the ids "
-            f"pick, each $d_{{\\mathrm{{model}}}}$ wide; $E$ has $n_{{\\mathrm{{vocab}}}} = {n_vocab}$ rows",
-            ha="left", va="center", fontsize=fs(10), color=GREY)
+    ax.text(x0 - 0.1, top - cell - 0.1, f"$X$: the $T = {len(tokens)}$ rows of the embedding matrix $E$ that the ids "
+            f"pick, each $d_{{\\mathrm{{model}}}}$ wide;\n$E$ has $n_{{\\mathrm{{vocab}}}} = {n_vocab}$ rows",
+            ha="left", va="top", fontsize=fs(10), color=GREY, linespacing=1.3)
     save(fig, "text_to_rows.svg")
 
 
