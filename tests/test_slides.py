@@ -319,8 +319,23 @@ def test_what_only_the_checks_used_leaves_the_slide_too():
 
 def test_code_on_slides_fits_and_means_the_same():
     """Every code line of every deck within slides.CODE_WIDTH characters, except a line held by one long string
-    (the browser wraps it), and the wrapped code is the same Python (the same syntax tree)."""
+    (the browser wraps it), and the wrapped code is the same Python (the same syntax tree, a docstring's spaces and
+    line breaks aside)."""
     import ast
+
+    def same_program(a: str, b: str) -> bool:
+        def tree(source):
+            parsed = ast.parse(source)
+            for node in ast.walk(parsed):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    node.value = " ".join(node.value.split())
+            return ast.dump(parsed)
+        return tree(a) == tree(b)
+
+    doc = 'def f(x):\n    """' + "word " * 30 + 'end."""\n    return x'
+    wrapped_doc = slides.wrap_code(doc, width=60)  # a docstring on lines of its own, within the width
+    assert max(map(len, wrapped_doc.splitlines())) <= 60 and same_program(wrapped_doc, doc), wrapped_doc
+    assert wrapped_doc.splitlines()[-2] == '    end."""' and not same_program(wrapped_doc, doc.replace("end", "x"))
 
     assert slides.wrap_code("x = compute(first_argument, second_argument)  # (B, T, d_model): a shape comment",
                             width=40) == ("# (B, T, d_model): a shape comment\nx = compute(first_argument,\n"
@@ -348,12 +363,20 @@ def test_code_on_slides_fits_and_means_the_same():
                 continue
             shown = slides.slide_code(cells[i].source)
             fitted = slides.wrap_code(shown)
-            assert ast.dump(ast.parse(fitted)) == ast.dump(ast.parse(shown)), f"{chapter.name} cell {i}"
+            assert same_program(fitted, shown), f"{chapter.name} cell {i}"
             wrapped += fitted != shown
             for line in fitted.splitlines():
                 if len(line) > slides.CODE_WIDTH:
                     assert re.search(r"""(["']).{40,}\1""", line), f"{chapter.name} cell {i}: {line!r}"
     assert wrapped > 20
+
+
+def test_a_slide_does_not_announce_what_it_does_not_show():
+    assert slides.unannounced("Heads mix. Written exactly like that, with a loop over heads:") == "Heads mix."
+    assert slides.unannounced("A heatmap shows it:") == "A heatmap shows it."
+    assert slides.unannounced("Nothing announced. $x$ is 2.") == "Nothing announced. $x$ is 2."
+    session_3 = slides.build_deck(slides.read_plan()[2], slides.book_macros())
+    assert "loop over heads:" not in session_3  # the loop is not on a slide
 
 
 def test_speaker_notes_keep_their_math():

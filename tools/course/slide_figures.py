@@ -604,13 +604,14 @@ PANELS = {
     "encoder_decoder": [[(0.0, 10.4, 9.1, 9.5), (0.0, 10.4, 0.0, 5.2)], (0.0, 10.4, 4.6, 9.5)],
     "block_2017_vs_today": [[(0.1, 4.4, 0.57, 0.9), (6.2, 10.5, 0.57, 0.9), (0.1, 4.4, 0.26, 0.57),
                              (6.2, 10.5, 0.26, 0.57), (0.1, 9.0, 0.0, 0.26)],  # the key (the four changes), then
-                            [(0.0, 5.75, 9.9, 10.8), (-0.1, 6.2, 0.95, 5.55)],  # each half of the 2017 block
-                            [(5.75, 12.5, 9.9, 10.8), (6.2, 12.5, 0.95, 5.55)],  # beside the same half of the
-                            (-0.1, 5.75, 5.55, 10.8), (5.75, 12.7, 5.55, 10.8)],  # Llama-style one, bottom first
+                            [(0.0, 5.75, 9.9, 10.8), (-0.1, 6.2, 0.95, 5.55)], (-0.1, 5.75, 5.55, 10.8),
+                            [(5.75, 12.5, 9.9, 10.8), (6.2, 12.5, 0.95, 5.55)], (5.75, 12.7, 5.55, 10.8)],
+    # each block bottom to top as the data flows, each half under the block's title
     "kv_cache": [[(0.0, 8.9, 2.75, 3.3), (0.0, 7.05, 3.45, 7.6)], (7.05, 11.0, 3.45, 6.2), (0.0, 11.0, 0.0, 2.75)],
     # the key over the query, keys, scores and weights; the values and the output; with and without a cache
     "induction_circuit": [(0.0, 11.0, 0.7, 6.3), (0.0, 11.0, 0.0, 0.7)],  # the circuit; why one layer is not enough
-    "zero_stages": [[(0.0, 10.6, 3.2, 6.3), (0.0, 10.6, 0.0, 0.45)], (0.0, 10.6, 0.45, 3.3)],  # with the key
+    "zero_stages": [[(0.0, 10.6, 3.2, 6.3), (0.0, 10.6, 0.0, 0.45)],  # with the key, each time; the devices'
+                    [(0.0, 10.6, 5.72, 5.95), (0.0, 10.6, 0.45, 3.3), (0.0, 10.6, 0.0, 0.45)]],  # names over ZeRO-2, 3
 }
 
 

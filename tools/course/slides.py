@@ -54,6 +54,7 @@ STYLE = """
 .reveal h2 { font-size: 1.5em; } .reveal h3 { font-size: 1.1em; color: #555; margin-bottom: 0.2em; }
 .reveal h2, .reveal h3 { text-transform: none; }  /* the theme's capitals would turn d_model into DMODEL */
 .reveal .slides section p, .reveal .slides section li { text-align: left; }  /* prose reads from the left */
+.reveal .slides > section { padding: 0 24px; box-sizing: border-box; }  /* a margin on the right as on the left */
 .reveal p.figure-note { font-size: 0.64em; margin: 0.3em 0 0; text-align: center; }  /* a result under its plot */
 .reveal section.statement { font-size: 0.85em; }  /* an exercise's statement of over 70 words */
 .reveal section img { max-height: 600px; max-width: 100%; margin: 0 auto; background: white; }  /* one per slide */
@@ -362,7 +363,8 @@ def wrap_code(source: str, width: int = CODE_WIDTH) -> str:
     """Code lines longer than `width` made to fit a slide, still Python: a comment goes on lines of its own above its
     code (wrapped if long); code breaks at a space inside brackets (after a comma if it can), else at a space with a
     backslash, or a long string into two adjacent strings; what follows a break lines up under its bracket (four in
-    from the line if the bracket is far right, and so do the bracket's next lines). Lines of `width` or less stay."""
+    from the line if the bracket is far right, and so do the bracket's next lines); a one-line docstring goes on
+    lines of its own. Lines of `width` or less stay."""
     lines = source.splitlines()
     comments: dict[int, int] = {}  # line number -> column where its comment starts
     strings: dict[int, list[tuple[int, int]]] = {}  # line number -> (start, end) columns of its one-line strings
@@ -401,6 +403,14 @@ def wrap_code(source: str, width: int = CODE_WIDTH) -> str:
                 moved[column] = len(above) + 4
                 line = above + "    " + line.lstrip()
         indent = line[:len(line) - len(line.lstrip())]
+        quote = line.strip()[:3]
+        if quote in ('"""', "'''") and line.strip().endswith(quote) and len(strings.get(number, [])) == 1:
+            parts = textwrap.wrap(line.strip()[3:-3], width - len(indent) - 3)  # a docstring: on lines of its own
+            out += [indent + quote + parts[0]] + [indent + part for part in parts[1:-1]] + (
+                [indent + parts[-1] + quote] if len(parts) > 1 else [])
+            if len(parts) == 1:
+                out[-1] += quote
+            continue
         if number in comments:
             comment = line[comments[number] - shift:].lstrip("#").strip()
             out += [indent + "# " + part for part in textwrap.wrap(comment, width - len(indent) - 2)]
@@ -472,13 +482,25 @@ def render_outputs(cell, images: bool = True, unprinted: list[str] | None = None
     return "\n".join(parts)
 
 
-def render_cell(cell, images: bool = True, later: list[str] = ()) -> str:
+def unannounced(text: str) -> str:
+    """Markdown without its closing sentence if that announces what follows ("... a loop over heads:"): for a slide
+    that the announced cell does not follow."""
+    text = text.rstrip()
+    if not text.endswith(":"):
+        return text
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z*$`(])", text)
+    return " ".join(sentences[:-1]) if len(sentences) > 1 else text[:-1] + "."
+
+
+def render_cell(cell, images: bool = True, later: list[str] = (), followed: bool = True) -> str:
     """One tagged cell as slide content (without its images if `images` is false); `later` is the source of the
-    chapter's later code cells (slide_parts keeps what they read)."""
+    slides' later code cells (slide_parts keeps what they read); a text not `followed` by the cell after it on a
+    slide loses a closing sentence that announces that cell."""
     tags = exercises.tags(cell)
     if cell["cell_type"] == "markdown":  # without its headings, and a step's name (the slide's title)
         body = "\n".join(line for line in cell["source"].splitlines() if not line.startswith("#"))
-        return MD.render(myst_to_markdown(STEP.sub("", body, count=1).strip()))
+        body = STEP.sub("", body, count=1).strip()
+        return MD.render(myst_to_markdown(body if followed else unannounced(body)))
     shown, unprinted = ("", None) if "slide-output" in tags or "remove-input" in tags else slide_parts(
         cell["source"], later)
     code = f'<pre><code class="python">{html.escape(wrap_code(shown))}</code></pre>' if shown else ""
@@ -627,8 +649,15 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
             redrawn = (figures or {}).get(i)
             shown_images = ([figure_image(figure, cell) for figure in redrawn] if redrawn else
                             re.findall(r"<img [^>]*>", render_outputs(cell)) if cell.cell_type == "code" else [])
-            later = [c.source for c in cells[i + 1:] if c.cell_type == "code"]
-            rest = render_cell(cell, images=False, later=later)
+            # what a later slide's code reads stays on this one (the book's other cells are not shown)
+            later = [cells[k].source for k in sorted(tagged) if k > i and cells[k].cell_type == "code"]
+            rest = render_cell(cell, images=False, later=later, followed=i + 1 in tagged)
+            volatile = "nbval-ignore-output" in exercises.tags(cell)
+            if redrawn and volatile and "<pre><code" not in rest:  # measured again for the slide: the stored
+                rest = ""  # numbers would contradict the figure
+            elif shown_images and "slide-output" in exercises.tags(cell) and rest.strip() and not _figure_note(rest):
+                notes.append("Printed in the book: " + html.unescape(re.sub(r"<[^>]+>", "", rest)).strip())
+                rest = ""  # a figure's claims, checked in the book, for the speaker
             if not rest.strip() and not shown_images:  # nothing left once the self-checks are out
                 continue
             if cell.cell_type == "code" and text_slide is not None and not shown_images and fits(
