@@ -57,6 +57,7 @@ STYLE = """
 .reveal .slides > section { padding: 0 24px; box-sizing: border-box; }  /* a margin on the right as on the left */
 .reveal p.figure-note { font-size: 0.64em; margin: 0.3em 0 0; text-align: center; }  /* a result under its plot */
 .reveal section.statement { font-size: 0.85em; }  /* an exercise's statement of over 70 words */
+.reveal section.long-statement { font-size: 0.75em; }  /* of over 110: 22.5 px, still above 18 */
 .reveal section img { max-height: 600px; max-width: 100%; margin: 0 auto; background: white; }  /* one per slide */
 .reveal section img.slide-figure { max-height: none; max-width: none; margin: 0 auto; }  /* drawn at its shown size */
 .reveal mjx-container[display="true"] > svg { max-width: 100%; height: auto; }  /* a long equation shrinks to fit */
@@ -695,7 +696,9 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
             statement = "\n\n".join(myst_to_markdown(cells[k].source) for k in range(ex.start + 1, ex.end)
                                     if cells[k].cell_type == "markdown")
             body = MD.render(statement)
-            kind = ["has-math"] * ("\\(" in body or "\\[" in body) + ["statement"] * (prose_words(statement) > 70)
+            words = prose_words(statement)
+            kind = ["has-math"] * ("\\(" in body or "\\[" in body) + (
+                ["long-statement"] if words > 110 else ["statement"] if words > 70 else [])
             math = f' class="{" ".join(kind)}"' if kind else ""
             slides.append(f"<section{math}><h3>In class, in pairs: {ex.grade} "
                           f"{MD.renderInline(myst_to_markdown(ex.title))}</h3>{body}</section>")
