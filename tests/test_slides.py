@@ -308,6 +308,13 @@ def test_what_only_the_checks_used_leaves_the_slide_too():
     assert "diff = " not in slides.slide_code(source, later=["diff = 0\nprint(diff)"])  # bound again first
     assert "ref = " in slides.slide_code(source.replace("ref(x) - y", "y"), later=["print(ref)"])
     assert slides.slide_code("import math\nfrom torch import nn\n\nx = math.pi") == "x = math.pi"  # no imports
+    loop = ("runs = run_both()\nfor step, (a, b) in enumerate(runs):\n    assert torch.equal(a, b)\n"
+            "    print(f'step {step}: a = b exactly')\nprint(f'{len(runs)} steps')")
+    code, unprinted = slides.slide_parts(loop)  # a claim that only counts its loop goes, with its lines
+    assert code == "runs = run_both()\nprint(f'{len(runs)} steps')", code
+    assert slides.slide_stream("step 0: a = b exactly\nstep 1: a = b exactly\n2 steps\n", unprinted) == "2 steps\n"
+    headed = "print('the mask:')\nprint(mask.int())\nassert mask.any()"  # a heading of what it prints: kept
+    assert slides.slide_code(headed, later=["mask"]) == "print('the mask:')\nprint(mask.int())"
     no_checks = "diff = a - b\nprint('a and b: ok')"  # nothing removed: nothing else goes
     assert slides.slide_code(no_checks) == no_checks
     shown = slides.slide_stream("✓ Z matches (shape (5, 2), every entry within 1e-05)\nweights sum to 1: ok\n"

@@ -250,10 +250,10 @@ def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
     """A code cell as a slide shows it, and the printed lines it no longer prints (regular expressions).
 
     Left out: its imports; its self-checks (assert statements and calls of check or assert functions, which the book
-    runs and a lecture does not need), and what only served them: a print of fixed text (or of text ending ": ok")
-    in a cell with self-checks, which states what the check asserted; an assignment whose names only the removed
-    lines read and no later cell (`later`, their sources in order) reads; a block left empty, and the comment lines
-    just above a statement left out. The source as is if it does not parse."""
+    runs and a lecture does not need), and what only served them: a print of fixed text (but for the counter of a
+    loop that checks) or of text ending ": ok" in a cell with self-checks, which states what the check asserted; an
+    assignment whose names only the removed lines read and no later cell (`later`, their sources in order) reads; a
+    block left empty, and the comment lines just above a statement left out. The source as is if it does not parse."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -262,13 +262,23 @@ def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
     imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]  # not lecture material
     dropped = [node for node in statements if _is_check(node)]
     printed = []
+    counters: dict[int, set[str]] = {}  # a statement -> the counters of the loops around it that hold a check
+    for loop in (n for n in statements if isinstance(n, ast.For)):
+        inside = list(_statements(loop.body))
+        if any(node in dropped for node in inside):
+            names = {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)}
+            for inner in inside:
+                counters[id(inner)] = counters.get(id(inner), set()) | names
     if dropped:
         for node in statements:
             pattern = _printed(node)
-            call = node.value if pattern is not None else None
-            fixed = pattern is not None and all(isinstance(a, ast.Constant) or all(
-                isinstance(v, ast.Constant) for v in a.values) for a in call.args)
-            if fixed or (pattern is not None and pattern.endswith(re.escape(": ok"))):
+            if pattern is None:
+                continue
+            fields = [{n.id for n in ast.walk(v) if isinstance(n, ast.Name)} for a in node.value.args
+                      if isinstance(a, ast.JoinedStr) for v in a.values if isinstance(v, ast.FormattedValue)]
+            counted = all(names and names <= counters.get(id(node), set()) for names in fields)  # no field, or
+            header = pattern.endswith(":")  # "weights:", a heading of what the cell prints next: kept
+            if (counted and not header) or pattern.endswith(re.escape(": ok")):  # or a checking loop's counter
                 dropped.append(node)
                 printed.append(pattern)
     def lines(nodes):
