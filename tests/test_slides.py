@@ -596,15 +596,15 @@ def test_a_legend_that_grows_over_the_data_moves_off_it(tmp_path):
 
 
 def test_a_tall_schematic_is_shown_in_readable_panels(tmp_path):
-    from tools.course import slide_figures
+    from tools.course import slide_figures, slide_panels
 
-    panels = slide_figures.schematic("qkv_flow", tmp_path / "01-12.png")
-    assert len(panels) == len(slide_figures.PANELS["qkv_flow"]) == 2
+    panels = slide_panels.schematic("qkv_flow", tmp_path / "01-12.png")
+    assert len(panels) == len(slide_panels.PANELS["qkv_flow"]) == 2
     for panel in panels:
         assert panel.text_px >= slide_figures.TEXT_PX and not panel.problems, panel
         assert (tmp_path / panel.file).is_file()
     with pytest.raises(ValueError, match="no schematic"):
-        slide_figures.schematic("no_such_figure", tmp_path / "x.png")
+        slide_panels.schematic("no_such_figure", tmp_path / "x.png")
 
 
 def test_a_key_and_the_drawing_it_explains_share_a_slide(tmp_path):
@@ -612,10 +612,10 @@ def test_a_key_and_the_drawing_it_explains_share_a_slide(tmp_path):
     above the other at one scale, within the slide's box, its text readable; the parts' own files are gone."""
     from PIL import Image
 
-    from tools.course import slide_figures
+    from tools.course import slide_figures, slide_panels
 
-    first, _ = slide_figures.schematic("zero_stages", tmp_path / "16-40.png")
-    parts = slide_figures.rectangles(slide_figures.PANELS["zero_stages"][0])
+    first, _ = slide_panels.schematic("zero_stages", tmp_path / "16-40.png")
+    parts = slide_panels.rectangles(slide_panels.PANELS["zero_stages"][0])
     assert len(parts) == 2
     wide, tall = max(x1 - x0 for x0, x1, _, _ in parts), sum(y1 - y0 for _, _, y0, y1 in parts)
     per_inch = min(slide_figures.BOX[0] / wide, slide_figures.BOX[1] / tall)
@@ -634,18 +634,18 @@ def test_no_panel_cuts_through_a_box_or_a_text():
     matplotlib.use("agg")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from tools.course import slide_figures
+    from tools.course import slide_panels
 
-    for name, panels in slide_figures.PANELS.items():
-        fig = slide_figures._draw_schematic(name)
+    for name, panels in slide_panels.PANELS.items():
+        fig = slide_panels._draw_schematic(name)
         FigureCanvasAgg(fig)
         for k, panel in enumerate(panels):
-            for part in slide_figures.rectangles(panel):
-                assert not slide_figures.cut_through(fig, part), (name, k, slide_figures.cut_through(fig, part))
-    fig = slide_figures._draw_schematic("qkv_flow")
+            for part in slide_panels.rectangles(panel):
+                assert not slide_panels.cut_through(fig, part), (name, k, slide_panels.cut_through(fig, part))
+    fig = slide_panels._draw_schematic("qkv_flow")
     FigureCanvasAgg(fig)
-    assert len(slide_figures.cut_through(fig, (0.0, 7.5, 4.4, 9.1))) == 10  # the five score boxes and their texts
-    assert slide_figures.cut_through(fig, (0.1, 7.5, 0.0, 9.1)) == []  # nothing cut by a margin
+    assert len(slide_panels.cut_through(fig, (0.0, 7.5, 4.4, 9.1))) == 10  # the five score boxes and their texts
+    assert slide_panels.cut_through(fig, (0.1, 7.5, 0.0, 9.1)) == []  # nothing cut by a margin
 
 
 def test_a_row_of_many_heads_is_shown_a_few_heads_a_slide(tmp_path):
