@@ -16,7 +16,8 @@ px. `make slides` therefore draws each slide's figure again, from the chapter's 
 The chapter's code is run as grading runs it: only the figure cells and the cells they depend on
 (tools/course/needed_cells.py), in a kernel with matplotlib's non-interactive backend, so that every figure a cell
 makes is still open after it. The schematics (`tfm.viz.schematic`) are drawn again by tools/figures with the same
-treatment, in panels where they are too large (slide_panels.py). The browser test of the decks measures the result (tests/test_slides.py).
+treatment, in panels where they are too large (slide_panels.py). The browser test of the decks measures the result
+(tests/test_slides.py).
 """
 
 from __future__ import annotations
