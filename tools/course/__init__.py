@@ -10,6 +10,7 @@
 - slides.py         one reveal.js deck per course session, from the chapters' slide-tagged cells (`make slides`)
 - slide_figures.py  the decks' figures drawn again at slide size, their text at least 18 px where the figure allows
 - slide_panels.py   a schematic on slides in panels, in lecture order, cut where no box or text is cut through
+- slide_redraw.py   a chapter's slide figures drawn again (`make slides`): schematics in panels, plots re-run
 - pdf.py            the book as one PDF, printed by headless Chromium (`make pdf`)
 - vendor.py         pinned npm copies of MathJax, d3, jQuery and reveal.js, so that nothing loads from a CDN
 - website.py        the website's Sphinx extension (_config.yml): MathJax, d3 and jQuery served from the site itself,

@@ -23,15 +23,8 @@ treatment, in panels where they are too large (slide_panels.py). The browser tes
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-
-import nbformat
-
-from tools import ROOT
-from tools.book import exercises
-from tools.course.needed_cells import SKIPPED, needed_cells
 
 SLIDE = (1280, 720)  # a slide, in CSS px
 MARGIN = 0.02  # reveal.js's margin around a slide: at a 1280 x 720 screen, a CSS px is 0.98 screen px
@@ -39,7 +32,6 @@ MIN_TEXT_PX = 18  # the smallest text on screen at 1280 x 720 that the test acce
 TEXT_PX = 19.0  # what a figure's smallest text is raised to, in CSS px (18.6 screen px)
 SMALLER_TEXT_PX = (16.0, 14.0, 12.0)  # tried in turn where TEXT_PX makes texts collide: larger than as drawn
 BOX = (1200, 600)  # where a figure goes: the slide under its title
-SCHEMATIC = re.compile(r"tfm\.viz\.schematic\(\"(\w+)\"\)")
 
 
 @dataclass
@@ -584,48 +576,3 @@ def capture(index: int, out: str, prefix: str) -> None:
         figures += [asdict(f) for f in save_figure(plt.figure(number), folder / f"{prefix}-{index:02d}-{k}.png")]
     manifest[f"{prefix}-{index}"] = figures
     manifest_path.write_text(json.dumps(manifest, indent=1))
-
-
-def figure_cells(nb) -> list[int]:
-    """The slide-tagged code cells with a figure among their stored outputs."""
-    slide = {"slide", "slide-output"}
-    return [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and slide & set(exercises.tags(cell))
-            and any(k.startswith("image/") for out in cell.get("outputs", []) for k in out.get("data", {}))]
-
-
-def redraw_chapter(chapter: Path, out: Path, timeout: int = 900) -> dict[int, list[SlideFigure]]:
-    """Every slide figure of `chapter`, redrawn into `out` (see the module docstring): {cell index: its figures}."""
-    from tools.book.notebooks import execute
-    from tools.course.slide_panels import schematic  # it saves panels with save(), from this module
-
-    out.mkdir(parents=True, exist_ok=True)
-    nb = nbformat.read(chapter, as_version=4)
-    prefix = chapter.name[:2]
-    wanted = figure_cells(nb)
-    found: dict[int, list[SlideFigure]] = {}
-    plotted = []
-    for i in wanted:
-        match = SCHEMATIC.search(nb.cells[i].source)
-        if match:
-            found[i] = schematic(match.group(1), out / f"{prefix}-{i:02d}.png")
-        else:
-            plotted.append(i)
-    if plotted:
-        code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
-        # the figure cells, the chapter's setup cell (seeds, the device) and what they depend on
-        keep = needed_cells([nb.cells[i].source for i in code], {code.index(i) for i in plotted} | {0})
-        cells = [nbformat.v4.new_code_cell(KERNEL_SETUP.format(root=str(ROOT)))]
-        for position, i in enumerate(code):
-            source = nb.cells[i].source if position in keep else SKIPPED
-            cells.append(nbformat.v4.new_code_cell(source))
-            if i in plotted:
-                cells.append(nbformat.v4.new_code_cell(KERNEL_CAPTURE.format(index=i, out=str(out), prefix=prefix)))
-            elif position in keep:
-                cells.append(nbformat.v4.new_code_cell("import matplotlib.pyplot as _plt; _plt.close('all')"))
-        run = nbformat.v4.new_notebook(cells=cells, metadata=nb.metadata)
-        manifest = out / f"manifest-{prefix}.json"
-        manifest.unlink(missing_ok=True)
-        execute(run, chapter.parent, timeout)
-        for key, figures in json.loads(manifest.read_text()).items():
-            found[int(key.split("-")[1])] = [SlideFigure(**f) for f in figures]
-    return dict(sorted(found.items()))

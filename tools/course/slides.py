@@ -37,7 +37,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from tools import ROOT
 from tools.book import exercises
 from tools.book.myst import myst_to_markdown
-from tools.course import slide_figures, vendor
+from tools.course import slide_figures, slide_redraw, vendor
 
 GUIDE = ROOT / "appendices" / "instructor_guide.md"
 WIDTH, HEIGHT = slide_figures.SLIDE  # a slide's size in CSS px (reveal.js scales it to the screen); a PDF page's too
@@ -625,7 +625,7 @@ def slide_cells(cells) -> list[int]:
 
 
 def build_deck(session: Session, macros: dict, figures: dict | None = None) -> str:
-    """The HTML of one session's deck; `figures` ({cell index: [SlideFigure]}, slide_figures.redraw_chapter) are
+    """The HTML of one session's deck; `figures` ({cell index: [SlideFigure]}, slide_redraw.redraw_chapter) are
     shown instead of the cells' stored images, each on a slide of its own."""
     nb = nbformat.read(session.chapter, as_version=4)
     cells = nb.cells
@@ -781,7 +781,7 @@ def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen", r
         if sessions is not None and session.number not in sessions:
             continue
         if redraw and session.chapter not in drawn:
-            drawn[session.chapter] = slide_figures.redraw_chapter(session.chapter, out / "fig")
+            drawn[session.chapter] = slide_redraw.redraw_chapter(session.chapter, out / "fig")
             report(session.chapter, drawn[session.chapter])
         deck = out / f"session-{session.number:02d}.html"
         deck.write_text(build_deck(session, macros, drawn.get(session.chapter)), encoding="utf-8")
