@@ -313,6 +313,8 @@ def test_what_only_the_checks_used_leaves_the_slide_too():
     code, unprinted = slides.slide_parts(loop)  # a claim that only counts its loop goes, with its lines
     assert code == "runs = run_both()\nprint(f'{len(runs)} steps')", code
     assert slides.slide_stream("step 0: a = b exactly\nstep 1: a = b exactly\n2 steps\n", unprinted) == "2 steps\n"
+    bare = "for step in steps:\n    assert ok(step)\n    print(f'{step}')"  # its lines are not told apart: kept
+    assert slides.slide_parts(bare) == ("for step in steps:\n    print(f'{step}')", [])
     headed = "print('the mask:')\nprint(mask.int())\nassert mask.any()"  # a heading of what it prints: kept
     assert slides.slide_code(headed, later=["mask"]) == "print('the mask:')\nprint(mask.int())"
     no_checks = "diff = a - b\nprint('a and b: ok')"  # nothing removed: nothing else goes

@@ -276,9 +276,11 @@ def slide_parts(source: str, later: list[str] = ()) -> tuple[str, list[str]]:
                 continue
             fields = [{n.id for n in ast.walk(v) if isinstance(n, ast.Name)} for a in node.value.args
                       if isinstance(a, ast.JoinedStr) for v in a.values if isinstance(v, ast.FormattedValue)]
-            counted = all(names and names <= counters.get(id(node), set()) for names in fields)  # no field, or
-            header = pattern.endswith(":")  # "weights:", a heading of what the cell prints next: kept
-            if (counted and not header) or pattern.endswith(re.escape(": ok")):  # or a checking loop's counter
+            # a claim: words (not fields alone), and no field but the counter of a loop that checks; a heading of
+            # what the cell prints next ("weights:") stays
+            worded = re.search(r"[A-Za-z]{3}", re.sub(r"\[\^\\n\]\*\?", "", pattern))
+            counted = worded and all(names and names <= counters.get(id(node), set()) for names in fields)
+            if (counted and not pattern.endswith(":")) or pattern.endswith(re.escape(": ok")):
                 dropped.append(node)
                 printed.append(pattern)
     def lines(nodes):
