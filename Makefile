@@ -74,6 +74,7 @@ unit-then-notebooks: unit-on-site
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests tools bench chapters
+	$(BIN)/python -m tools.book.page_width
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests

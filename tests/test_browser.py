@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tools.book.figure_text import DISPLAY_WIDTH
 from tools.course import vendor
 from tools.course.browser import RAW_TEX, READY_JS, copy_book, offline_page, serve
 
@@ -59,6 +60,33 @@ VIEWS_DRAWN = """() => [...document.querySelectorAll('div[id^=bertviz-]')].every
 # output styles, which pages of one kind share: it is checked on one page of each kind, every other rule on every page.
 CONTRAST_PAGES = {"intro.html", "chapters/01_attention_token_by_token.html", "chapters/08_inside_bert.html",
                   "appendices/glossary.html", "appendices/exercise_guide.html", "genindex.html", "search.html"}
+# The page as a reader at 1280 px sees it with every fold open (hidden code, solutions): the code and output blocks
+# wider than their box (cut at the right edge, tools/book/page_width.py says why), and how wide each figure is shown.
+UNFOLD_JS = """() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+}"""
+WIDTH_JS = """() => {
+  const shown = e => e.offsetParent !== null && e.getClientRects().length > 0;
+  const longest = pre => pre.textContent.split('\\n').reduce((a, b) => b.length > a.length ? b : a, '');
+  return {
+    clipped: [...document.querySelectorAll('main pre')].filter(pre => shown(pre)
+        && pre.scrollWidth > pre.clientWidth + 1).map(pre => ({
+      kind: pre.closest('.cell_output') ? 'output' : pre.closest('.cell_input') ? 'code' : 'text',
+      excess: pre.scrollWidth - pre.clientWidth, line: longest(pre).slice(0, 70)})),
+    blocks: [...document.querySelectorAll('main pre')].filter(shown).length,
+    images: [...document.querySelectorAll('main .cell_output img, main figure img')].filter(shown).map(img => ({
+      src: img.getAttribute('src'), shown: img.clientWidth, natural: img.naturalWidth})),
+    pageWidth: document.documentElement.scrollWidth,
+  };
+}"""
+PHONE_JS = """() => ({
+  pageWidth: document.documentElement.scrollWidth,
+  unscrollable: [...document.querySelectorAll('main pre')].filter(pre => pre.scrollWidth > pre.clientWidth + 1
+      && !['auto', 'scroll'].includes(getComputedStyle(pre).overflowX)).length,
+})"""
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
 AXE_JS = """async (contrast) => (await axe.run(document, {resultTypes: ['violations'],
                                                     rules: {'color-contrast': {enabled: contrast}}})).violations
   .filter(v => v.impact === 'serious' || v.impact === 'critical')
@@ -106,7 +134,7 @@ def _visit(server: str, site: Path, pages: list[str], axe_js: str) -> dict[str, 
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     found = {}
-    with offline_page(server) as offline:
+    with offline_page(server, viewport=DESKTOP) as offline:
         page = offline.page
         page.add_init_script("try { localStorage.clear(); } catch (e) {}")  # nothing stored by an earlier page
         for relative in pages:
@@ -122,6 +150,11 @@ def _visit(server: str, site: Path, pages: list[str], axe_js: str) -> dict[str, 
             shown = page.evaluate(PAGE_JS)
             page.add_script_tag(content=axe_js)
             shown["violations"] = page.evaluate(AXE_JS, relative in CONTRAST_PAGES)
+            page.evaluate(UNFOLD_JS)
+            shown["desktop"] = page.evaluate(WIDTH_JS)
+            page.set_viewport_size(PHONE)
+            shown["phone"] = page.evaluate(PHONE_JS)
+            page.set_viewport_size(DESKTOP)
             shown.update(aborted=list(offline.aborted), errors=list(offline.errors))
             shown["formulas_in_html"] = len(MATH.findall((site / relative).read_text(encoding="utf-8")))
             found[relative] = shown
@@ -143,6 +176,36 @@ def visits(site, axe_js) -> dict[str, dict]:
     with serve(site) as server, ThreadPoolExecutor(workers) as pool:
         return {page: shown for found in pool.map(lambda share: _visit(server, site, share, axe_js), shares)
                 for page, shown in found.items()}
+
+
+def test_no_code_or_output_cut_at_1280_px(visits):
+    """At 1280 x 900, with every fold open, no code, output or text block is wider than its box: nothing is cut."""
+    clipped = {page: seen["desktop"]["clipped"] for page, seen in visits.items() if seen["desktop"]["clipped"]}
+    assert not clipped, f"blocks cut at the right edge at 1280 px (tools/book/page_width.py): {json.dumps(clipped)}"
+    measured = sum(seen["desktop"]["blocks"] for seen in visits.values())
+    assert measured > 500, f"only {measured} code and output blocks measured: the measurement is broken"
+
+
+def test_figures_shown_at_least_as_wide_as_the_legibility_check_assumes(visits):
+    """tests/test_figures.py derives each figure's text size on the page from DISPLAY_WIDTH: a figure is shown at its
+    own width up to the column's; here the browser shows that the page really lays figures out so at 1280 px."""
+    narrow = [(page, image) for page, seen in visits.items() for image in seen["desktop"]["images"]
+              if image["natural"] and image["shown"] < min(image["natural"], DISPLAY_WIDTH) - 2]
+    assert not narrow, f"figures shown narrower than min(own width, {DISPLAY_WIDTH} px): {narrow[:5]}"
+    chapters = [seen for page, seen in visits.items() if page.startswith("chapters/")]
+    assert sum(len(seen["desktop"]["images"]) for seen in chapters) > 60, "figures not found on the chapters' pages"
+    widest = max(image["shown"] for seen in chapters for image in seen["desktop"]["images"])
+    assert widest <= DISPLAY_WIDTH + 20, f"a figure shown {widest} px wide: the column is wider than {DISPLAY_WIDTH}"
+
+
+def test_pages_usable_on_a_phone(visits):
+    """At 390 px (a phone) no page scrolls sideways as a whole: a code block too wide for the screen scrolls inside
+    its own box (the choice made for phones: code keeps its lines rather than wrapping them)."""
+    wide = {page: seen["phone"]["pageWidth"] for page, seen in visits.items()
+            if seen["phone"]["pageWidth"] > PHONE["width"] + 1}
+    assert not wide, f"pages wider than a 390-px phone screen (they scroll sideways): {wide}"
+    stuck = {page: seen["phone"]["unscrollable"] for page, seen in visits.items() if seen["phone"]["unscrollable"]}
+    assert not stuck, f"blocks cut on a phone that cannot be scrolled: {stuck}"
 
 
 def test_every_page_is_visited(site, visits):

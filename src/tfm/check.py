@@ -15,6 +15,13 @@ from torch import Tensor
 PAGE_WIDTH = 76
 
 
+def say(text: str) -> None:
+    """Print ``text`` wrapped to the page's width, each line after the first indented by two spaces (so that what
+    the page shows is never cut at its right edge)."""
+    print(textwrap.fill(text, width=PAGE_WIDTH, subsequent_indent="  ", break_long_words=False,
+                        break_on_hyphens=False))
+
+
 class CheckFailed(AssertionError):
     """Raised by a self-check; the message explains the mismatch. Jupyter shows the message, not a traceback, wrapped
     to the page's width (the notebook stores the wrapped lines, which are what the website shows)."""
@@ -100,7 +107,7 @@ def check_answer(got: object, expected: object, name: str = "your answer", hint:
         advice = f"close: give it to within {atol:g}" if close else hint
         raise CheckFailed(f"{name} = {shown!r} is not right" + (f": {advice}" if advice else ""))
     if not quiet:
-        print(f"✓ {name} = {shown!r} is right")
+        say(f"✓ {name} = {shown!r} is right")
 
 
 def check_shape(got: Tensor, expected: Sequence[int], name: str = "your result") -> None:
@@ -131,7 +138,7 @@ def check_close(got: Tensor, expected: Tensor, name: str = "your result", atol: 
     if not quiet:
         # The bound that was checked, not the difference itself: the last bits of a float differ between CPUs,
         # so a printed difference would make the stored output depend on the machine that produced it.
-        print(f"✓ {name} matches (shape {tuple(got.shape)}, every entry within {_bound(atol, rtol)})")
+        say(f"✓ {name} matches (shape {tuple(got.shape)}, every entry within {_bound(atol, rtol)})")
 
 
 def _bound(atol: float, rtol: float) -> str:
@@ -148,7 +155,7 @@ def check_rows_sum_to_one(weights: Tensor, name: str = "attention weights", atol
         index = tuple(torch.nonzero((sums - 1).abs() == worst)[0].tolist())
         raise CheckFailed(f"row {index} of {name} sums to {sums[index].item():.6g}, not 1: did you softmax over "
                           "the right dimension (the keys, dim=-1)?")
-    print(f"✓ every row of {name} sums to 1")
+    say(f"✓ every row of {name} sums to 1")
 
 
 def check_true(condition: bool, message: str) -> None:

@@ -1,4 +1,4 @@
-"""Plots: an attention heatmap labelled with tokens, a grid of heads, training curves."""
+"""Plots: an attention heatmap labelled with tokens, a grid of heads, training curves; the book's colours."""
 
 from __future__ import annotations
 
@@ -9,6 +9,27 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
+
+# The book's colours: colour-blind safe (the first tab10 colours, with light tints for boxes), and one colour per
+# concept in every figure of a chapter, the schematics (drawn by tools/figures with these very values) and the plots
+# of the chapter below them alike: a query is orange in the drawing of attention and in the chart under it.
+BLUE = "#1f77b4"
+ORANGE = "#ff7f0e"
+GREEN = "#2ca02c"
+RED = "#d62728"
+PURPLE = "#9467bd"
+GREY = "#7f7f7f"
+LIGHT_BLUE = "#c6dbef"
+LIGHT_ORANGE = "#fdd0a2"
+LIGHT_GREEN = "#c7e9c0"
+LIGHT_GREY = "#e8e8e8"
+HEAD_COLOURS = [BLUE, ORANGE, GREEN, PURPLE]  # one per head
+COLOURS = {
+    "query": ORANGE, "key": BLUE, "value": GREEN,  # chapters 1-4
+    "weights": BLUE, "gradients": GREEN, "optimizer state": ORANGE, "activations": PURPLE,  # chapter 16
+    "Transformer": BLUE, "count model": GREY, "baseline": GREY,  # trained models against their baselines
+}
+LIGHT = {BLUE: LIGHT_BLUE, ORANGE: LIGHT_ORANGE, GREEN: LIGHT_GREEN, GREY: LIGHT_GREY}  # a box's tint of a colour
 
 
 def _as_matrix(weights: Tensor, what: str):

@@ -5,6 +5,9 @@
 - colab_env.py          the folder `make notebooks` runs in: chapters alone, tfm from a built wheel, as in Colab
 - student_edition.py    the student edition: solutions removed (`make student`), or kept outputs for `make test`'s
                         student pass (`--keep-outputs`), which re-runs it on a second numeric path under strict nbval
+- page_width.py         code and printed lines wider than the page, named by cell (`make lint`)
+- figure_text.py        an IPython extension `make execute` loads: each figure stored with the size of its smallest
+                        text, which tests/test_figures.py reads
 - exercises.py          the structure of an exercise (stub, check, hidden solution), read from a notebook
 - myst.py               MyST (roles, directives) as plain Markdown, for what is read outside the website
 - robustness.py         every trained claim over seeds and numeric paths (`make robustness`)

@@ -52,6 +52,9 @@ ENVIRONMENT = {
 }
 
 
+FIGURE_EXTENSIONS = ["tools.book.figure_text"]  # loaded into every kernel that execute() starts
+
+
 def notebooks() -> list[Path]:
     return sorted(CHAPTERS.glob("*.ipynb"))
 
@@ -66,8 +69,12 @@ def execute(nb: nbformat.NotebookNode, folder: Path, timeout: int = 600, allow_e
     """Run ``nb`` in place with ``folder`` as its working directory; return the seconds it took."""
     use_book_environment()
     nb.metadata["kernelspec"] = KERNEL
+    # Each figure is stored with the size of its smallest text (tools/book/figure_text.py), read by the tests.
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths if str(ROOT) in paths else [str(ROOT), *paths])
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False, coalesce_streams=True,
-                            allow_errors=allow_errors, resources={"metadata": {"path": str(folder)}})
+                            allow_errors=allow_errors, resources={"metadata": {"path": str(folder)}},
+                            extra_arguments=[f"--IPKernelApp.extensions={FIGURE_EXTENSIONS!r}"])
     started = time.perf_counter()
     client.execute()
     return time.perf_counter() - started

@@ -332,9 +332,16 @@ def slide_stream(text: str, unprinted: list[str] | None = None) -> str:
     for pattern in unprinted or []:
         text = re.sub(f"^{pattern}\n", "", text, flags=re.M)
     echo = CHECKED if unprinted is not None else ECHO
-    text = "".join(line for line in text.splitlines(keepends=True)
-                   if not (line.startswith(echo) if isinstance(echo, str) else echo.match(line.rstrip("\n"))))
-    return re.sub(r": ok$", "", text, flags=re.M)
+    groups: list[list[str]] = []  # a check's line with the lines tfm.check.say wrapped it onto (two spaces in)
+    for line in text.splitlines(keepends=True):
+        if groups and groups[-1][0].startswith(CHECKED) and line.startswith("  ") and not line.startswith("   "):
+            groups[-1].append(line)
+        else:
+            groups.append([line])
+    kept = [group for group in groups if not (
+        group[0].startswith(echo) if isinstance(echo, str)
+        else echo.match(" ".join(line.strip() for line in group)))]
+    return re.sub(r": ok$", "", "".join(line for group in kept for line in group), flags=re.M)
 
 
 CODE_WIDTH = 100  # characters of code a slide shows on one line (0.64 em monospace, 1280 px: about 108)

@@ -13,6 +13,9 @@ that tools/course/browser.py builds.
 - One script, not two. sphinx-thebe adds its settings with `app.add_js_file(None, body=...)` after the builder is set
   up; Sphinx 7.4 then lists that script twice (once under the file name None, once under ''), and the second
   `const THEBE_JS_URL` is a SyntaxError on every page. A page's repeated scripts are dropped.
+- Numbers within a chapter. Sphinx numbers figures and sphinx-exercise's exercises across the whole book when the
+  table of contents is not numbered (chapter 12's exercises were 56 to 60); each is renumbered within its chapter,
+  "Exercise 12.3", "Fig. 12.1", so that `{numref}` links and the pages agree with the chapter's own numbering.
 - Bibliography entries. docutils gives each entry of a citation list the DPUB role doc-biblioentry, deprecated, so
   the list (role "list") holds no list items for assistive technology (axe-core: aria-required-children, critical);
   each entry becomes a "listitem".
@@ -97,9 +100,26 @@ def copy_mathjax(state: dict, app, exception) -> None:
         vendor.copy_mathjax(state["modules"], Path(app.outdir) / "_static" / SITE_DIR)
 
 
+CHAPTER_DOC = re.compile(r"^chapters/(\d+)_")
+
+
+def number_within_chapters(app, env) -> list[str]:
+    """env-get-updated, after Sphinx has numbered every figure and exercise of the book in one sequence: each number
+    of a chapter's page becomes (chapter, k), k counting that kind of object within the page from 1."""
+    for docname, kinds in env.toc_fignumbers.items():
+        chapter = CHAPTER_DOC.match(docname)
+        if not chapter:
+            continue
+        for kind, numbers in kinds.items():
+            in_order = sorted(numbers, key=numbers.get)
+            kinds[kind] = {key: (int(chapter.group(1)), k) for k, key in enumerate(in_order, start=1)}
+    return []
+
+
 def setup(app):
     state: dict = {}
     app.connect("config-inited", partial(use_local_copies, state))
     app.connect("html-page-context", partial(fix_page, state))
     app.connect("build-finished", partial(copy_mathjax, state))
+    app.connect("env-get-updated", number_within_chapters, priority=900)  # after Sphinx's own numbering (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

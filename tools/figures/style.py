@@ -8,6 +8,7 @@ colours and light tints), every shape labelled in the figure or its caption.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -17,6 +18,20 @@ matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import patheffects  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
+
+# The book's colours (colour-blind safe, one per concept), shared with the chapters' own plots: tfm.viz holds them.
+from tfm.viz import (  # noqa: E402, F401  (the figure modules import them from here)
+    BLUE,
+    GREEN,
+    GREY,
+    HEAD_COLOURS,
+    LIGHT_BLUE,
+    LIGHT_GREEN,
+    LIGHT_GREY,
+    LIGHT_ORANGE,
+    ORANGE,
+)
+from tools.book.figure_text import drawn_text_points  # noqa: E402
 
 # Inside the package, so that a chapter opened alone in Colab (tfm installed, no repository) can show them.
 ASSETS = Path(__file__).resolve().parents[2] / "src" / "tfm" / "schematics"
@@ -30,18 +45,6 @@ plt.rcParams.update(
         "mathtext.fontset": "dejavusans",
     }
 )
-
-# Colour-blind-safe colours: the first tab10 colours and light tints of them.
-BLUE = "#1f77b4"
-ORANGE = "#ff7f0e"
-GREEN = "#2ca02c"
-GREY = "#7f7f7f"
-LIGHT_BLUE = "#c6dbef"
-LIGHT_ORANGE = "#fdd0a2"
-LIGHT_GREEN = "#c7e9c0"
-LIGHT_GREY = "#e8e8e8"
-HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"]  # tab10, one per head
-
 
 FONT_SCALE = {"scale": 1.0}
 
@@ -63,9 +66,18 @@ def new_figure(width: float, height: float, font_scale: float = 1.0):
     return fig, ax
 
 
+# The size of each schematic's smallest text, in points at the figure's own width (recorded when it is drawn; its
+# glyphs are paths, so the SVG does not say): tests/test_figures.py derives the size a reader sees on the page.
+TEXT_SIZES = ASSETS / "text_sizes.json"
+
+
 def save(fig, name: str) -> None:
     ASSETS.mkdir(exist_ok=True)
-    fig.savefig(ASSETS / name, format="svg", metadata={"Date": None, "Creator": None})
+    _, sizes = drawn_text_points(lambda: fig.savefig(ASSETS / name, format="svg",
+                                                     metadata={"Date": None, "Creator": None}))
+    recorded = json.loads(TEXT_SIZES.read_text(encoding="utf-8")) if TEXT_SIZES.exists() else {}
+    recorded[name] = {"smallest_text_pt": round(min(sizes), 2), "width_in": round(fig.get_figwidth(), 3)}
+    TEXT_SIZES.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n", encoding="utf-8")
     plt.close(fig)
     print(f"wrote src/tfm/schematics/{name}")
 
