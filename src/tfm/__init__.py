@@ -9,10 +9,11 @@ Layered so that each chapter can read its module without the ones above it:
 - floor 4: :mod:`tfm.decoding`, :mod:`tfm.training`, :mod:`tfm.interop`, :mod:`tfm.distributed` (imported on
   demand: ``import tfm.distributed``)
 - apart: :mod:`tfm.data`, :mod:`tfm.languages`, :mod:`tfm.corpus`, :mod:`tfm.bpe`, :mod:`tfm.ngram`,
-  :mod:`tfm.incontext`, :mod:`tfm.lm`, :mod:`tfm.viz`, :mod:`tfm.check`
+  :mod:`tfm.kneser_ney`, :mod:`tfm.pydocs`, :mod:`tfm.incontext`, :mod:`tfm.circuits`, :mod:`tfm.lm`, :mod:`tfm.viz`,
+  :mod:`tfm.check`
 """
 
-from . import bpe, check, corpus, data, incontext, languages, lm, modern, ngram, viz
+from . import bpe, check, circuits, corpus, data, incontext, kneser_ney, languages, lm, modern, ngram, pydocs, viz
 from .attention import attention, fast_attention
 from .decoding import beam_search, generate, greedy_decode
 from .device import generator, get_device, seed_everything
@@ -42,5 +43,5 @@ __all__ = [
     "noam_rate",
     "noam_scheduler", "padding_mask", "padding_mask_from_ids", "seed_everything", "sinusoidal_table",
     "to_torch_attn_mask", "to_torch_key_padding_mask", "train", "VisionTransformer", "patchify", "check", "data", "viz",
-    "languages", "bpe", "corpus", "modern", "ngram", "incontext", "lm",
+    "languages", "bpe", "corpus", "modern", "ngram", "incontext", "lm", "kneser_ney", "pydocs", "circuits",
 ]
