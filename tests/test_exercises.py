@@ -11,6 +11,7 @@ its checks must fail there exactly as stored.
 from __future__ import annotations
 
 import ast
+import re
 import json
 from pathlib import Path
 
@@ -238,3 +239,28 @@ def test_check_cells_are_folded_and_show_no_answer(path, tmp_path):
                     problems.append(f"the check of {exercise.label} (cell {k}) writes down {numbers}: compute the "
                                     "expected value instead")
     assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+# A mention of an exercise in the prose that a reader cannot follow: "exercise 3", "Exercise 12", "the ★★ exercise",
+# "(exercise ★ ...)". Exercises are numbered within their chapter on the page ("Exercise 12.3", tools/course/website.py);
+# the prose links to one with {numref}`label`, which the build checks (a dangling label fails it).
+UNLINKED_EXERCISE = re.compile(r"\b[Ee]xercises?\s+(\d|★)|★+\s+exercise|\(exercise\s")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_mention_of_an_exercise_is_a_link(path):
+    found = []
+    for index, cell in enumerate(cells_of(path)):
+        if cell["cell_type"] != "markdown" or re.search(r"```\{(exercise|solution)-(start|end)\}", text(cell)):
+            continue
+        prose = re.sub(r"\{numref\}`[^`]*`|\{ref\}`[^`]*`", "LINK", text(cell))
+        found += [f"cell {index}: ...{prose[max(0, m.start() - 30):m.end() + 30]}..."
+                  for m in UNLINKED_EXERCISE.finditer(prose)]
+    assert not found, f"{path.name}: exercises named in the prose without a {{numref}} link: {found}"
+
+
+def test_the_unlinked_mention_rule_catches_what_readers_cannot_follow():
+    for bad in ["see exercise 3 below", "Exercise 12 asks", "the ★★ exercise checks", "(exercise ★ writes it)"]:
+        assert UNLINKED_EXERCISE.search(bad), bad
+    for fine in ["the exercises below", "an exercise of your own", "{numref}`ch12-ex-merge`"]:
+        assert not UNLINKED_EXERCISE.search(re.sub(r"\{numref\}`[^`]*`", "LINK", fine)), fine

@@ -54,3 +54,52 @@ def test_rope_equals_hugging_face_rotate_half_on_reordered_features():
     # without the reordering the two layouts differ: the pairing is a real convention, not a detail
     hf_plain, _ = llama.apply_rotary_pos_emb(q, k, cos, sin)
     assert (hf_plain - rope(q, start=3)).abs().max() > 1e-2
+
+
+def _rotary_lm(seed: int = 0) -> tfm.CausalLM:
+    torch.manual_seed(seed)
+    return tfm.CausalLM(20, d_model=32, n_heads=4, n_layers=2, d_ff=64, dropout=0.0, max_len=24,
+                        positional="rotary").double().eval()
+
+
+def test_a_rotary_causal_lm_rotates_each_heads_queries_and_keys():
+    """One layer of tfm.CausalLM(positional="rotary") against attention written out: rotate q and k by hand."""
+    model = _rotary_lm()
+    attn = model.decoder.layers[0].self_attn
+    x = torch.randn(2, 7, 32, dtype=torch.float64)
+    q, k, v = attn.project(x)  # (B, h, T, d_k) each, not rotated
+    rope = tfm.RotaryEmbedding(8, max_len=24).double()
+    mask = tfm.causal_mask(7, 7)
+    z, _ = tfm.attention(rope(q), rope(k), v, mask=mask)  # (B, h, T, d_k)
+    expected = attn.out_proj(attn.merge_heads(z))
+    got, _ = attn(x, mask=mask)
+    assert torch.allclose(got, expected, atol=1e-12)
+
+
+def test_a_rotary_causal_lm_sees_relative_positions_and_caches_exactly():
+    model = _rotary_lm()
+    ids = torch.randint(0, 20, (3, 12), generator=torch.Generator().manual_seed(0))
+    full = model(ids)
+    caches = model.new_caches()
+    steps = [model(ids[:, :5], caches=caches)] + [model(ids[:, t:t + 1], caches=caches, start=t) for t in range(5, 12)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-10)  # cached decoding = recomputation
+    # Through the cache, new tokens are rotated as the positions after the cached ones: the same six vectors after
+    # nine cached positions give the scores they give alone (rotary scores depend on relative positions only).
+    layer = model.decoder.layers[0].self_attn
+    x = torch.randn(1, 6, 32, dtype=torch.float64)
+    everything = torch.ones(6, 6, dtype=torch.bool)
+    _, alone = layer(x, mask=everything, need_weights=True)  # (1, h, 6, 6)
+    cache = {}
+    layer(torch.randn(1, 9, 32, dtype=torch.float64), cache=cache)  # 9 positions come first
+    _, after = layer(x, mask=torch.ones(6, 15, dtype=torch.bool), cache=cache, need_weights=True)  # (1, h, 6, 15)
+    among_new = after[..., 9:] / after[..., 9:].sum(-1, keepdim=True)  # the softmax over the six new keys only
+    assert torch.allclose(among_new, alone, atol=1e-6)
+    learned = tfm.CausalLM(20, d_model=32, n_heads=4, n_layers=2, max_len=24)
+    assert learned.decoder.layers[0].self_attn.rotary is None  # the other schemes are untouched
+
+
+def test_a_rotary_causal_lm_rejects_what_it_cannot_place():
+    with pytest.raises(ValueError, match=r"positional must be one of \['learned', 'rotary', 'sinusoidal'\]"):
+        tfm.CausalLM(20, d_model=32, n_heads=4, positional="alibi")
+    with pytest.raises(ValueError, match="do not fit the rotary embedding of max_len=24"):
+        _rotary_lm()(torch.zeros(1, 25, dtype=torch.long))

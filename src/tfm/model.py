@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer
 from .masks import causal_mask, combine_masks
-from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
 POSITIONAL = {"sinusoidal": SinusoidalPositionalEncoding, "learned": LearnedPositionalEmbedding}
 
@@ -206,7 +206,10 @@ class CausalLM(nn.Module):
     """Decoder-only language model (GPT style): pre-LN layers with causal self-attention, no cross-attention.
 
     ``window=w`` limits every layer's self-attention to the ``w`` most recent positions (a sliding-window mask, see
-    :func:`tfm.causal_mask`); ``None`` lets each position see the whole prefix.
+    :func:`tfm.causal_mask`); ``None`` lets each position see the whole prefix. ``positional`` is "learned" (a
+    trained vector added per position, as in GPT), "sinusoidal" (the paper's table) or "rotary" (no table: each
+    layer rotates its queries and keys by their positions, :class:`tfm.RotaryEmbedding`, so that attention scores
+    depend on relative positions).
     """
 
     def __init__(self, n_vocab: int, d_model: int = 128, n_heads: int = 4, n_layers: int = 4, d_ff: int = 512,
@@ -215,9 +218,17 @@ class CausalLM(nn.Module):
         super().__init__()
         causal_mask(1, window=window)  # a bad window fails here, not at the first forward pass
         self.n_vocab, self.max_len, self.window = n_vocab, max_len, window
+        if positional not in (*POSITIONAL, "rotary"):
+            raise ValueError(f"positional must be one of {sorted((*POSITIONAL, 'rotary'))}, got {positional!r}")
         self.embed = TokenEmbedding(n_vocab, d_model, scale=False)
-        self.positions = POSITIONAL[positional](d_model, max_len, dropout)
+        if positional == "rotary":  # no table: every attention layer rotates its queries and keys (chapter 5)
+            self.positions = RotaryPositions(max_len, dropout)
+        else:
+            self.positions = POSITIONAL[positional](d_model, max_len, dropout)
         self.decoder = Encoder(n_layers, d_model, n_heads, d_ff, dropout, activation, norm_first=True)
+        if positional == "rotary":
+            for layer in self.decoder.layers:
+                layer.self_attn.rotary = RotaryEmbedding(d_model // n_heads, max_len)
         self.generator = nn.Linear(d_model, n_vocab, bias=False)
         _init_weights(self)
         if tie_output:
@@ -235,6 +246,22 @@ class CausalLM(nn.Module):
         x, weights = self.decoder(self.positions(self.embed(ids), start), mask, need_weights, caches)
         logits = self.generator(x)  # (B, T, n_vocab)
         return (logits, weights) if need_weights else logits
+
+
+class RotaryPositions(nn.Module):
+    """The position stage of a model whose attention layers rotate queries and keys: it adds nothing, checks that the
+    positions fit ``max_len`` and applies dropout."""
+
+    def __init__(self, max_len: int, dropout: float = 0.0):
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        if start < 0 or start + x.shape[-2] > self.max_len:
+            raise ValueError(f"positions {start}..{start + x.shape[-2] - 1} do not fit the rotary embedding of "
+                             f"max_len={self.max_len}: build the model with a larger max_len")
+        return self.dropout(x)
 
 
 def _init_weights(model: nn.Module) -> None:

@@ -21,7 +21,9 @@ class MultiHeadAttention(nn.Module):
     """``h`` attention heads of width ``d_k = d_model / h``, concatenated and projected back to ``d_model``.
 
     ``fast=True`` uses :func:`tfm.fast_attention` unless the weights are requested; ``fast=False`` always uses the
-    explicit :func:`tfm.attention`.
+    explicit :func:`tfm.attention`. ``rotary`` (a :class:`tfm.RotaryEmbedding` of width d_k, or None) rotates each
+    head's queries and keys by their positions before the scores (chapter 5; self-attention only): a cached step's
+    new tokens sit after the cached ones.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fast: bool = True):
@@ -34,6 +36,7 @@ class MultiHeadAttention(nn.Module):
             )
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout, self.fast = dropout, fast
+        self.rotary: nn.Module | None = None  # set by a model that wants rotary positions (tfm.CausalLM)
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # [W_Q | W_K | W_V], stored transposed
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
 
@@ -86,6 +89,9 @@ class MultiHeadAttention(nn.Module):
             k, v = cache["k"], cache["v"]  # (B, h, S, d_k)
         else:
             q, k, v = self.project(x, memory)  # (B, h, T, d_k), (B, h, S, d_k), (B, h, S, d_k)
+            if self.rotary is not None and memory is None:
+                start = cache["k"].shape[2] if cache is not None and "k" in cache else 0  # positions already cached
+                q, k = self.rotary(q, start), self.rotary(k, start)  # (B, h, T, d_k) each, rotated
             if cache is not None:
                 if memory is None and "k" in cache:
                     k = torch.cat([cache["k"], k], dim=2)  # (B, h, S_past + T, d_k)
