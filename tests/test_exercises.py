@@ -243,7 +243,8 @@ def test_check_cells_are_folded_and_show_no_answer(path, tmp_path):
 
 # A mention of an exercise in the prose that a reader cannot follow: "exercise 3", "Exercise 12", "the ★★ exercise",
 # "(exercise ★ ...)". Exercises are numbered within their chapter on the page ("Exercise 12.3",
-# tools/course/website.py); the prose links to one with {numref}`label`, which the build checks (a dangling label fails it).
+# tools/course/website.py); the prose links to one with {numref}`label`, which the build checks (a dangling label
+# fails it).
 UNLINKED_EXERCISE = re.compile(r"\b[Ee]xercises?\s+(\d|★)|★+\s+exercise|\(exercise\s")
 
 
