@@ -23,7 +23,8 @@ def _discounts(values) -> tuple[float, float, float]:
     y = n1 / (n1 + 2 * n2)
     if not n3 or not n4:
         return y, y, y
-    return 1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3
+    d = 1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3
+    return (y, y, y) if min(d) <= 0 else d
 
 
 class Reference:
@@ -81,6 +82,22 @@ def test_discounts_from_the_count_of_counts():
     assert estimate_discounts(counts) == pytest.approx((1 - 2 * y * 4 / 10, 2 - 3 * y * 3 / 4, 3 - 4 * y * 2 / 3))
     assert estimate_discounts(np.array([1, 1, 2])) == pytest.approx((0.5, 0.5, 0.5))  # n3 = 0: Y for all three
     assert estimate_discounts(np.array([1, 1, 1])) == (0.5, 0.5, 0.5)  # n2 = 0
+    # n1 = 2, n2 = 1, n3 = 1, n4 = 3 (few distinct grams): D3+ = 3 - 4 Y n4 / n3 = -3 < 0, so one discount Y = 0.5
+    assert estimate_discounts(np.array([1, 1, 2, 3, 4, 4, 4])) == pytest.approx((0.5, 0.5, 0.5))
+
+
+def test_probabilities_stay_positive_where_the_count_of_counts_is_irregular():
+    # A unigram level of 6 distinct tokens with counts 1, 1, 2, 3, 4, 4 and three of 4 ... (n4 > n3): the estimated
+    # D3+ would be negative and give some tokens a negative probability.
+    train = [0, 1, 2, 2, 3, 3, 3] + [4] * 4 + [5] * 4 + [6] * 4
+    model = ModifiedKneserNey(2, 8).fit(train)
+    for history in [[], [0], [4], [7]]:
+        p = model.distribution(history)
+        assert p.min().item() > 0 and p.sum().item() == pytest.approx(1.0, abs=1e-12)
+    reference = Reference(train, 2, 8)
+    assert model.losses([4, 4, 6, 7, 2]).tolist() == pytest.approx(
+        [-math.log(reference.prob(h, w)) for h, w in [((), 4), ((4,), 4), ((4,), 6), ((6,), 7), ((7,), 2)]],
+        rel=1e-12)
 
 
 def _stream(seed: int, n: int, vocab: int) -> list[int]:

@@ -22,8 +22,10 @@ n1 .. n4 of the *training* text (n_r: how many distinct grams have count r), as 
 
     Y = n1 / (n1 + 2 n2),   D1 = 1 - 2Y n2/n1,   D2 = 2 - 3Y n3/n2,   D3+ = 3 - 4Y n4/n3.
 
-Where a count-of-counts is zero (a tiny vocabulary's lowest level), the level falls back to one discount Y for all
-three (absolute discounting, Ney et al.'s estimate), or 0.5 if n1 or n2 is zero too.
+Where a count-of-counts is zero, or a discount comes out zero or negative (a level with few distinct grams, such as
+the unigram level of a character vocabulary, has irregular n1 .. n4: n4 > n3 makes D3+ negative, and a negative
+discount would give negative probabilities), the level falls back to one discount Y for all three (absolute
+discounting, Ney et al.'s estimate), or 0.5 if n1 or n2 is zero.
 """
 
 from __future__ import annotations
@@ -44,7 +46,10 @@ def estimate_discounts(counts: np.ndarray) -> tuple[float, float, float]:
     y = n1 / (n1 + 2 * n2)
     if n3 == 0 or n4 == 0:
         return y, y, y
-    return 1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3
+    discounts = 1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3
+    if min(discounts) <= 0:  # irregular count-of-counts (a level with few distinct grams): one discount Y
+        return y, y, y
+    return discounts
 
 
 class _Level:

@@ -209,12 +209,12 @@ def scores_matrix() -> None:
 
     # K and its transpose: row j of K becomes column j of K^T.
     colours = [[LIGHT_BLUE if i == col else LIGHT_GREY for _ in range(d_k)] for i in range(S)]
-    grid(ax, x_Q, y_up, S, d_k, c, values=cells(K, "g"), colours=colours, size=8.5)
+    grid(ax, x_Q, y_up, S, d_k, c, values=cells(K, "g"), colours=colours, size=8.7)
     row_labels(x_Q, y_up)
     ax.text(x_Q + d_k * c / 2, y_up + 0.1, "$K$  (5 \u00d7 2)\nrow $j$ = key $k_j$", ha="center", va="bottom",
             fontsize=fs(10.5), linespacing=1.3)
     colours = [[LIGHT_BLUE if j == col else LIGHT_GREY for j in range(S)] for _ in range(d_k)]
-    grid(ax, x_S, y_KT, d_k, S, c, values=cells(K.T, "g"), colours=colours, size=8.5)
+    grid(ax, x_S, y_KT, d_k, S, c, values=cells(K.T, "g"), colours=colours, size=8.7)
     col_labels(x_S, y_KT)
     ax.text(x_S + S * c / 2, y_KT + 0.42, "$K^\\top$  (2 \u00d7 5): column $j$ = key $k_j$", ha="center",
             va="bottom", fontsize=fs(10.5))
@@ -223,7 +223,7 @@ def scores_matrix() -> None:
 
     # Q times K^T: row i of Q meets column j of K^T in cell (i, j) of the scores (drawn in Falk's scheme).
     colours = [[LIGHT_ORANGE if i == row else LIGHT_GREY for _ in range(d_k)] for i in range(T)]
-    grid(ax, x_Q, y_low, T, d_k, c, values=cells(Q, "g"), colours=colours, size=8.5)
+    grid(ax, x_Q, y_low, T, d_k, c, values=cells(Q, "g"), colours=colours, size=8.7)
     row_labels(x_Q, y_low, colour="black")
     ax.text(x_Q - 0.08, y_low + 0.1, "queries", ha="right", va="bottom", fontsize=fs(10), color=GREY)
     under(x_Q, d_k * c, y_low, T, "$Q$\n(5 \u00d7 2)")
@@ -233,7 +233,7 @@ def scores_matrix() -> None:
     for i in range(T):
         colours[i][col] = LIGHT_BLUE
     colours[row][col] = PURPLE_TINT
-    grid(ax, x_S, y_low, T, S, c, values=cells(scores, ".2f"), colours=colours, size=8.5)
+    grid(ax, x_S, y_low, T, S, c, values=cells(scores, ".2f"), colours=colours, size=8.7)
     ax.add_patch(Rectangle((x_S + col * c, y_low - (row + 1) * c), c, c, facecolor="none", edgecolor="black",
                            linewidth=2.4))
     # Dashed guides: the row of Q and the column of K^T run on into the cell where they meet.
@@ -249,15 +249,15 @@ def scores_matrix() -> None:
     ax.text((x_S + S * c + x_A) / 2, y_mid + 0.1, "softmax\nrow by row", ha="center", va="bottom",
             fontsize=fs(10), linespacing=1.2)
     colours = [[LIGHT_ORANGE if i == row else LIGHT_GREY for _ in range(S)] for i in range(T)]
-    grid(ax, x_A, y_low, T, S, c, values=cells(A, ".2f"), colours=colours, size=8.5)
+    grid(ax, x_A, y_low, T, S, c, values=cells(A, ".2f"), colours=colours, size=8.7)
     col_labels(x_A, y_low)
     under(x_A, S * c, y_low, T, "weights $A$ (5 \u00d7 5)\nevery row sums to 1")
-    grid(ax, x_Z, y_up, S, d_k, c, values=cells(V, "g"), face=LIGHT_GREEN, size=8.5)
+    grid(ax, x_Z, y_up, S, d_k, c, values=cells(V, "g"), face=LIGHT_GREEN, size=8.7)
     row_labels(x_Z, y_up)
     ax.text(x_Z + d_k * c / 2, y_up + 0.1, "$V$  (5 \u00d7 2)\nrow $j$ = value $v_j$", ha="center", va="bottom",
             fontsize=fs(10.5), linespacing=1.3)
     colours = [[LIGHT_ORANGE if i == row else LIGHT_GREY for _ in range(d_k)] for i in range(T)]
-    grid(ax, x_Z, y_low, T, d_k, c, values=cells(Z, ".2f"), colours=colours, size=8.5)
+    grid(ax, x_Z, y_low, T, d_k, c, values=cells(Z, ".2f"), colours=colours, size=8.7)
     ax.plot([x_A + S * c + 0.05, x_Z - 0.05], [y_row, y_row], color=ORANGE, lw=1.6, ls=(0, (4, 3)))
     under(x_Z, d_k * c, y_low, T, "$Z = AV$\n(5 \u00d7 2)")
 
@@ -318,8 +318,11 @@ def head_split() -> None:
     top1 = height - 0.8
     grid(ax, x1, top1, T, d_model, c, colours=[[head_face[j // dk] for j in range(d_model)] for _ in range(T)])
     token_labels(x1, top1)
+    # "head" once, left of the columns (over the token names), and each head's number over its d_k columns: two
+    # labels "head 0", "head 1" of a readable size would not fit side by side over 2 x 2 cells
+    caption(x1 - 0.07, top1 + 0.05, "head", va="bottom", size=9, ha="right")
     for i in range(h):
-        caption(x1 + (i + 0.5) * dk * c, top1 + 0.05, f"head {i}", va="bottom", size=8)
+        caption(x1 + (i + 0.5) * dk * c, top1 + 0.05, f"{i}", va="bottom", size=9)
     caption(x1 + d_model * c + 0.15, top1 - T * c / 2, "$Q = XW_Q$\n($K$, $V$ alike)\n"
             "$(B, T, d_{\\mathrm{model}})$", va="center", size=10, ha="left")
 

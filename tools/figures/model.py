@@ -96,11 +96,11 @@ def positional_waves() -> None:
         pax.set_ylim(-1.2, 1.2)
         pax.set_yticks([-1, 0, 1])
         pax.set_xticks(range(0, last + 1, 5))
-        pax.tick_params(labelsize=fs(9))
+        pax.tick_params(labelsize=fs(9.3))
         if row < len(pairs) - 1:
             pax.set_xticklabels([])
         pax.text(1.01, 0.5, f"$i = {i}$\n$\\omega_{i} = {w:.3g}$\nwavelength\n{2 * math.pi / w:.1f}",
-                 transform=pax.transAxes, ha="left", va="center", fontsize=fs(9))
+                 transform=pax.transAxes, ha="left", va="center", fontsize=fs(9.3))
     ax.text(left + panel_w / 2, 0.12, "position $pos$", ha="center", va="bottom", fontsize=fs(11))
 
     # Right: pair i = 1 as a point (PE_2i, PE_2i+1) on the unit circle; a shift by k turns it by k * omega.
@@ -120,7 +120,7 @@ def positional_waves() -> None:
         x, y = point(pos)
         ax.add_patch(Circle((x, y), 0.04, facecolor=GREY, edgecolor="none"))
         lx, ly = point(pos, r + 0.2)
-        ax.text(lx, ly, str(pos), ha="center", va="center", fontsize=fs(9), color=GREY)
+        ax.text(lx, ly, str(pos), ha="center", va="center", fontsize=fs(9.3), color=GREY)
     for pos, colour in [(1, BLUE), (6, GREEN)]:
         for p in (pos, pos + k):
             arrow(ax, (cx, cy), point(p), colour=colour, lw=1.6)
@@ -316,11 +316,11 @@ def kv_cache() -> None:
     xs, xw, xv = 4.3, 5.8, 7.3
     for j in range(t):
         y = top - (j + 1) * c
-        box(ax, xs, y, 0.95, c, f"$q_t \\cdot k_{j + 1}$", face="white", size=9, lw=0.8)
+        box(ax, xs, y, 0.95, c, f"$q_t \\cdot k_{j + 1}$", face="white", size=9.3, lw=0.8)
         ax.add_patch(Rectangle((xw, y), 0.95, c, facecolor="white", edgecolor="black", linewidth=0.8))
         ax.add_patch(Rectangle((xw, y), 0.95 * weights[j] / max(weights), c, facecolor=LIGHT_GREEN,
                                edgecolor="none"))
-        ax.text(xw + 0.475, y + c / 2, f"{weights[j]:.2f}", ha="center", va="center", fontsize=fs(9))
+        ax.text(xw + 0.475, y + c / 2, f"{weights[j]:.2f}", ha="center", va="center", fontsize=fs(9.3))
     arrow(ax, (xk + dk * c + 0.05, top - 2.5 * c), (xs - 0.05, top - 2.5 * c))
     line(ax, [xk + dk * c, xs + 0.475], [y_q - c / 2] * 2)  # q_t meets every key in the scores
     arrow(ax, (xs + 0.475, y_q - c / 2), (xs + 0.475, top + 0.6))
@@ -364,7 +364,7 @@ def kv_cache() -> None:
                 f" = {sum(done)}", ha="left", va="center", fontsize=fs(11))
     for step in range(1, t + 1):
         ax.text(x0 + (step - 1) * 0.72 + dk * cs / 2, 0.05, f"step {step}", ha="center", va="bottom",
-                fontsize=fs(9))
+                fontsize=fs(9.3))
     save(fig, "kv_cache.svg")
 
 
@@ -396,7 +396,7 @@ def vit_patches() -> None:
         line(ax, [0.3, 0.3 + 8 * c], [top - k * p * c] * 2, colour=ORANGE, lw=2)
     for n in range(n_grid * n_grid):
         ax.text(0.3 + (n % n_grid) * p * c + 0.05, top - (n // n_grid) * p * c - 0.05, str(n), ha="left",
-                va="top", fontsize=fs(8), color=ORANGE, fontweight="bold",
+                va="top", fontsize=fs(8.5), color=ORANGE, fontweight="bold",
                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
     # one patch and its row, outlined, to follow the flattening
     hl = 1
@@ -415,7 +415,7 @@ def vit_patches() -> None:
             fontsize=fs(9))
     grid(ax, xs, seq_top, 16, 4, cs, colours=[[grey(v) for v in r] for r in patches])
     for n in range(16):
-        ax.text(xs - 0.06, seq_top - (n + 0.5) * cs, str(n), ha="right", va="center", fontsize=fs(8), color=ORANGE)
+        ax.text(xs - 0.06, seq_top - (n + 0.5) * cs, str(n), ha="right", va="center", fontsize=fs(8.5), color=ORANGE)
     ax.add_patch(Rectangle((xs, seq_top - (hl + 1) * cs), 4 * cs, cs, **outline))
     ax.text(xs + 2 * cs, seq_top + 0.1, "$N = 16$ tokens,\n$C p^2 = 4$ values", ha="center", va="bottom",
             fontsize=fs(9))
@@ -432,7 +432,7 @@ def vit_patches() -> None:
         face = LIGHT_ORANGE if n == 0 else LIGHT_BLUE
         ax.add_patch(Rectangle((xt, tok_top - (n + 1) * cs), tw, cs, facecolor=face, edgecolor="black",
                                linewidth=0.8))
-    ax.text(xt + tw / 2, tok_top - 0.5 * cs, "$x_{\\mathrm{cls}}$", ha="center", va="center", fontsize=fs(8))
+    ax.text(xt + tw / 2, tok_top - 0.5 * cs, "$x_{\\mathrm{cls}}$", ha="center", va="center", fontsize=fs(8.5))
     ax.text(xt + tw / 2, tok_top + 0.1, "class token\n(learned)", ha="center", va="bottom", fontsize=fs(9))
     ax.text(xt + tw + 0.2, tok_top - 8.5 * cs, "+", ha="center", va="center", fontsize=fs(14))
     xp = xt + tw + 0.4
