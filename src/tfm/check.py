@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor
 
-# The characters of code or output that the book's pages show without cutting a line off: the code column of the
-# website holds 77 characters at a window width of 1280 px (89 at 1440 px and wider).
+# The characters of output that the book's pages show without cutting a line off (tools/book/page_width.py: a code
+# block holds 79 characters at a window width of 1280 px; printed lines keep a margin).
 PAGE_WIDTH = 76
 
 
@@ -31,14 +32,21 @@ class CheckFailed(AssertionError):
 
 
 @contextmanager
-def learner_code(name: str) -> Iterator[None]:
+def learner_code(name: str, fn: Callable | None = None, answers: Sequence[object] = ()) -> Iterator[None]:
     """Run a check on the learner's ``name``; an error raised by their code becomes a CheckFailed that says so.
 
     ``with learner_code("mha_fixed_1"): check_mha(mha_fixed_1)`` fails with "mha_fixed_1 is not written yet ..." while
-    the stub still raises NotImplementedError, instead of a traceback that starts in the check.
+    the stub still raises NotImplementedError, instead of a traceback that starts in the check. With ``fn`` and
+    ``answers`` the block runs :func:`without` them: an answer that calls what it was asked to write fails.
     """
+    if answers and fn is None:
+        raise ValueError("learner_code needs the learner's fn to run it without the answers")
     try:
-        yield
+        if answers:
+            with without(fn, *answers, name=name):
+                yield
+        else:
+            yield
     except CheckFailed:
         raise
     except NotImplementedError:
@@ -49,6 +57,73 @@ def learner_code(name: str) -> Iterator[None]:
                           + _where(error)) from None
     except Exception as error:  # the learner's code crashed: say where, keep the message
         raise CheckFailed(f"{name} raised {type(error).__name__}: {error}" + _where(error)) from None
+
+
+class _Unavailable:
+    """What a name that computes the answer is bound to while :func:`without` runs the learner's code."""
+
+    def __init__(self, name: str, what: str):
+        self.name, self.what = name, what
+
+    def __call__(self, *args, **kwargs):
+        raise CheckFailed(f"{self.name} calls {self.what}, which computes the answer: this exercise asks you to "
+                          f"write it yourself, so the check runs your code without {self.what}")
+
+    def __getattr__(self, attribute: str):
+        self(attribute)
+
+
+def _qualified(obj: object) -> str:
+    """``tfm.positional.RotaryEmbedding``; a notebook's own function as "the chapter's rope_rotate_half"."""
+    module = getattr(obj, "__module__", "") or ""
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return f"the chapter's {name}" if module == "__main__" else f"{module}.{name}".lstrip(".")
+
+
+@contextmanager
+def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator[None]:
+    """Run the learner's ``fn`` with ``answers`` (the ``tfm`` functions or classes, or the chapter's reference
+    objects, that compute what the exercise asks for) made unavailable.
+
+    For the duration, every name bound to one of them is bound to a stand-in that raises a CheckFailed saying so:
+    the attributes of ``tfm``'s modules and of ``__main__`` (``tfm.X``, ``from tfm.x import X``, an alias of a
+    module), the globals of ``fn`` (the notebook's names, an alias ``f = tfm.X`` included) and ``fn``'s default
+    arguments. Everything is restored afterwards. Compute the expected value outside this block.
+
+    ``with without(my_answer, tfm.incontext.prefix_matching_scores): got = my_answer(weights, 4)``
+    """
+    name = name or getattr(fn, "__name__", "your function")
+    targets = {id(obj): _Unavailable(name, _qualified(obj)) for obj in answers}
+    namespaces = [vars(module) for key, module in list(sys.modules.items())
+                  if module is not None and (key == "tfm" or key.startswith("tfm.") or key == "__main__")]
+    namespaces.append(getattr(fn, "__globals__", {}))
+    changed: list[tuple[dict, str, object]] = []
+    seen: set[int] = set()
+    for namespace in namespaces:
+        if id(namespace) in seen:
+            continue
+        seen.add(id(namespace))
+        for key, value in list(namespace.items()):
+            if id(value) in targets:
+                changed.append((namespace, key, value))
+                namespace[key] = targets[id(value)]
+    for obj in answers:  # an instance made before the check (R = tfm.RotaryEmbedding(16)) is called via forward
+        if isinstance(obj, type) and "forward" in vars(obj):
+            changed.append((obj, "forward", vars(obj)["forward"]))
+            obj.forward = targets[id(obj)]
+    defaults = getattr(fn, "__defaults__", None)
+    if defaults:
+        fn.__defaults__ = tuple(targets.get(id(v), v) for v in defaults)
+    try:
+        yield
+    finally:
+        for namespace, key, value in reversed(changed):
+            if isinstance(namespace, type):
+                setattr(namespace, key, value)
+            else:
+                namespace[key] = value
+        if defaults:
+            fn.__defaults__ = defaults
 
 
 def _where(error: BaseException) -> str:

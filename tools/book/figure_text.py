@@ -17,34 +17,14 @@ from __future__ import annotations
 
 import struct
 
+from tools import drawn_text_points
+
 # The widest a figure is shown on the website at a window width of 1280 px: the content column, in CSS pixels
 # (measured by tests/test_browser.py, which fails if the page lays figures out otherwise).
 DISPLAY_WIDTH = 688
 # The smallest text a reader should have to read, in CSS pixels as shown.
 SMALLEST_TEXT_PX = 9.0
 METADATA_KEY = "smallest_text_px"
-
-
-def drawn_text_points(draw):
-    """Call ``draw()`` (which draws a matplotlib figure) and return what it returns, with the font sizes in points of
-    the non-empty texts it drew. Only what is really drawn counts: a tick label of an axis turned off, or a text set
-    invisible, does not."""
-    from matplotlib.text import Text
-
-    sizes: list[float] = []
-    original = Text.draw
-
-    def recording_draw(text, renderer):
-        if text.get_visible() and text.get_text().strip():
-            sizes.append(text.get_fontsize())
-        return original(text, renderer)
-
-    Text.draw = recording_draw
-    try:
-        result = draw()
-    finally:
-        Text.draw = original
-    return result, sizes
 
 
 def smallest_text_points(fig) -> float | None:

@@ -31,7 +31,7 @@ from tfm.viz import (  # noqa: E402, F401  (the figure modules import them from 
     LIGHT_ORANGE,
     ORANGE,
 )
-from tools.book.figure_text import drawn_text_points  # noqa: E402
+from tools import drawn_text_points  # noqa: E402
 
 # Inside the package, so that a chapter opened alone in Colab (tfm installed, no repository) can show them.
 ASSETS = Path(__file__).resolve().parents[2] / "src" / "tfm" / "schematics"

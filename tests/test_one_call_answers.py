@@ -1,0 +1,95 @@
+"""An exercise that asks the learner to write what tfm (or the chapter) already computes fails its check when the
+answer is one call to that function: each chapter's own check runs here, on the one-call answer, and must fail with
+a message that says why (tfm.check.without). The chapter's code cells that the checks depend on run first
+(tools/course/needed_cells.py), in a namespace of their own, as in the learner's kernel."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
+import pytest  # noqa: E402
+
+from tfm.check import CheckFailed  # noqa: E402
+from tools.course.needed_cells import needed_cells  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# chapter -> [(the check call, the one-call answer: right, but written by calling what the exercise asks for)]
+ONE_CALL = {
+    "05_positional_encoding": [
+        ('check_rotate(rotate, "rotate")',
+         "def rotate(x, start=0):\n    return tfm.RotaryEmbedding(x.shape[-1])(x, start=start)"),
+        ('check_rotate(rotate, "rotate")',  # the chapter's rotate-half RoPE, its features reordered
+         "def rotate(x, start=0):\n"
+         "    d = x.shape[-1]\n"
+         "    order = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])\n"
+         "    back = torch.argsort(order)\n"
+         "    return rope_rotate_half(x[:, order], start=start)[:, back]"),
+    ],
+    "13_pretraining_and_fine_tuning": [
+        ('check_masking(mask_for_mlm, "mask_for_mlm")',
+         "def mask_for_mlm(ids, mask_id, first_normal_id, n_vocab, generator):\n"
+         "    return mask_tokens(ids, mask_id, first_normal_id, n_vocab, generator=generator)"),
+        ('check_copy_encoder(copy_encoder, "copy_encoder")',
+         "def copy_encoder(mlm, classifier):\n"
+         "    donor = tfm.pretraining.classifier_from(mlm, classifier.head.out_features, pooling='mean')\n"
+         "    state = {k: v for k, v in donor.state_dict().items() if not k.startswith('head.')}\n"
+         "    classifier.load_state_dict(state, strict=False)\n"
+         "    return sum(v.numel() for v in state.values())"),
+    ],
+    "14_language_model_of_real_text": [
+        ('check_icl(icl_score, "icl_score")',
+         "def icl_score(losses, early, late):\n    return in_context_score(losses, early, late)"),
+        ('check_prefix_matching(prefix_matching, "prefix_matching")',
+         "def prefix_matching(weights, length):\n    return prefix_matching_scores([weights], length)[0]"),
+        ('check_prefix_matching(prefix_matching, "prefix_matching")',
+         "def prefix_matching(weights, length):\n"
+         "    return tfm.incontext.prefix_matching_scores([weights], length)[0]"),
+    ],
+}
+
+
+def _namespace(chapter: str, check: str) -> dict:
+    """The chapter's cells that its function ``check`` depends on (only that function of its check cell), run in a
+    fresh namespace."""
+    cells = [c.source for c in nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", as_version=4).cells
+             if c.cell_type == "code"]
+    where = next(i for i, source in enumerate(cells) if f"def {check}(" in source)
+    tree = ast.parse(cells[where])
+    only = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == check)
+    sources = [*cells[:where], ast.get_source_segment(cells[where], only)]
+    namespace = {"__name__": "__main__"}
+    cwd = Path.cwd()
+    os.chdir(ROOT / "chapters")
+    try:
+        for i in sorted(needed_cells(sources, {len(sources) - 1})):
+            if not sources[i].lstrip().startswith(("%", "!")):
+                exec(compile(sources[i], f"<{chapter} cell {i}>", "exec"), namespace)
+    finally:
+        os.chdir(cwd)
+        plt.close("all")
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def namespaces() -> dict[tuple[str, str], dict]:
+    return {}
+
+
+@pytest.mark.parametrize(("chapter", "case"), [(ch, k) for ch, cases in ONE_CALL.items() for k in range(len(cases))])
+def test_the_one_call_answer_fails_its_check(namespaces, chapter, case):
+    call, answer = ONE_CALL[chapter][case]
+    check = call.split("(")[0]
+    if (chapter, check) not in namespaces:
+        namespaces[chapter, check] = _namespace(chapter, check)
+    namespace = dict(namespaces[chapter, check])
+    exec(answer, namespace)
+    with pytest.raises(CheckFailed, match="which computes the answer: this exercise asks you to write it yourself"):
+        exec(call, namespace)
