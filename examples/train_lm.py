@@ -2,7 +2,11 @@
 
     python examples/train_lm.py --steps 300                         # one process (CPU, or one GPU)
     torchrun --nproc_per_node=2 examples/train_lm.py --steps 300    # data parallel: 2 processes on this machine
-    torchrun --nnodes=2 --nproc_per_node=8 --rdzv-endpoint=HOST:29500 examples/train_lm.py ...   # several machines
+    torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-id=run1 --rdzv-endpoint=HOST:29500 \
+        examples/train_lm.py ...                                    # several machines: the same line on each
+
+(Across machines the rendezvous must be c10d, with one --rdzv-id and HOST the address of one of the machines that
+all can reach: with torchrun's default static rendezvous every machine would make itself node 0.)
 
 Unchanged under torchrun: it reads RANK and WORLD_SIZE from the environment torchrun sets, joins the process group
 (NCCL on CUDA GPUs, gloo on CPUs), and wraps the model in DistributedDataParallel. Every rank draws the same global
@@ -27,6 +31,21 @@ from tfm.distributed import default_backend, rank_slice
 from tfm.lm import corpus_lm, held_out_loss, random_windows
 
 
+def refuse_bad_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with a message that names the argument and the allowed values (argparse's own error, status 2)."""
+    for name, least in [("steps", 1), ("batch", 1), ("length", 2), ("accumulation", 1), ("d_model", 4),
+                        ("layers", 1), ("merges", 0)]:
+        if getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
+    if args.d_model % 8:
+        parser.error(f"--d-model must be a multiple of 8 (4 heads of an even width), got {args.d_model}")
+    if not args.lr > 0:
+        parser.error(f"--lr must be positive, got {args.lr}")
+    if args.autocast == "fp16" and not torch.cuda.is_available():
+        parser.error("--autocast fp16 needs a CUDA GPU (float16 training needs its gradient scaler there); "
+                     "use --autocast bf16 on the CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
@@ -41,13 +60,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="save the trained weights here (rank 0)")
     args = parser.parse_args()
-
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
+    refuse_bad_arguments(parser, args)  # before anything is built or joined
+
     if world_size > 1:
         dist.init_process_group(default_backend(int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}") if torch.cuda.is_available() else \
-        tfm.get_device()
+    if torch.cuda.is_available():
+        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
+        torch.cuda.set_device(device)  # NCCL's collectives run on the current device: one GPU per process
+    else:
+        device = tfm.get_device()
     rows = rank_slice(args.batch, rank, world_size)  # refuses a batch the ranks cannot share evenly
     if (rows.stop - rows.start) % args.accumulation:
         raise SystemExit(f"each rank's {rows.stop - rows.start} windows do not split into {args.accumulation} "

@@ -182,3 +182,41 @@ def test_the_launcher_runs_in_one_process_and_names_a_batch_it_cannot_split(tmp_
     monkeypatch.setattr(sys, "argv", [script, "--steps", "1", "--batch", "4", "--accumulation", "3"])
     with pytest.raises(SystemExit, match="do not split into 3 micro-batches"):
         runpy.run_path(script, run_name="__main__")
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--accumulation", "0"], "--accumulation must be at least 1, got 0"),
+    (["--accumulation", "-1"], "--accumulation must be at least 1, got -1"),
+    (["--steps", "0"], "--steps must be at least 1, got 0"),
+    (["--d-model", "36"], "--d-model must be a multiple of 8"),
+    (["--lr", "0"], "--lr must be positive"),
+])
+def test_the_launcher_refuses_bad_arguments_before_building_anything(arguments, message, monkeypatch, capsys):
+    import runpy
+    import sys
+    from pathlib import Path
+
+    import tfm.lm
+
+    def built(*args, **kwargs):
+        raise AssertionError("the corpus was built before the arguments were checked")
+
+    monkeypatch.setattr(tfm.lm, "corpus_lm", built)
+    script = str(Path(__file__).resolve().parents[1] / "examples" / "train_lm.py")
+    monkeypatch.setattr(sys, "argv", [script, *arguments])
+    with pytest.raises(SystemExit) as exit_status:
+        runpy.run_path(script, run_name="__main__")
+    assert exit_status.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="float16 autocast is allowed on a GPU")
+def test_the_launcher_refuses_float16_on_the_cpu(monkeypatch, capsys):
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = str(Path(__file__).resolve().parents[1] / "examples" / "train_lm.py")
+    monkeypatch.setattr(sys, "argv", [script, "--autocast", "fp16"])
+    with pytest.raises(SystemExit):
+        runpy.run_path(script, run_name="__main__")
+    assert "use --autocast bf16 on the CPU" in capsys.readouterr().err

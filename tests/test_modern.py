@@ -24,6 +24,8 @@ from tfm.modern import (
 
 llama = pytest.importorskip("transformers.models.llama.modeling_llama")
 LlamaConfig, LlamaForCausalLM = llama.LlamaConfig, llama.LlamaForCausalLM
+MistralConfig = pytest.importorskip("transformers.models.mistral.configuration_mistral").MistralConfig
+Qwen2Config = pytest.importorskip("transformers.models.qwen2.configuration_qwen2").Qwen2Config
 
 
 def small_llama(n_kv_heads: int, tie: bool = False, seed: int = 0, init: float = 0.02) -> nn.Module:
@@ -151,6 +153,14 @@ def test_config_from_llama_reads_the_sizes_and_refuses_what_it_does_not_implemen
     assert (config.d_model, config.n_heads, config.n_kv_heads, config.d_ff) == (64, 4, 2, 176)
     with pytest.raises(ValueError, match="attention_bias"):
         config_from_llama(LlamaConfig(hidden_size=64, num_attention_heads=4, attention_bias=True))
+    windowed = LlamaConfig(hidden_size=64, num_attention_heads=4)
+    windowed.sliding_window = 8  # what a Mistral checkpoint carries: silently ignored, its logits would differ
+    with pytest.raises(ValueError, match="sliding_window attention"):
+        config_from_llama(windowed)
+    for other in (MistralConfig(hidden_size=64, num_attention_heads=4), Qwen2Config(hidden_size=64,
+                                                                                   num_attention_heads=4)):
+        with pytest.raises(ValueError, match=f"a '{other.model_type}' configuration: tfm.modern reads Llama"):
+            config_from_llama(other)
 
 
 def test_bad_sizes_get_clear_errors():

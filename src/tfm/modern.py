@@ -221,8 +221,15 @@ def kv_cache_bytes(n_layers: int, n_kv_heads: int, d_head: int, n_tokens: int, b
 
 
 def config_from_llama(config) -> ModernConfig:
-    """A :class:`ModernConfig` from Hugging Face's ``LlamaConfig``; raises for a feature this block does not have."""
-    unsupported = {"attention_bias": bool(getattr(config, "attention_bias", False)),
+    """A :class:`ModernConfig` from Hugging Face's ``LlamaConfig``; raises for a feature this block does not have
+    (another model type, such as Mistral's or Qwen2's, included: their configurations carry features a Llama one
+    does not, sliding-window attention among them)."""
+    model_type = getattr(config, "model_type", "llama")
+    if model_type != "llama":
+        raise ValueError(f"a {model_type!r} configuration: tfm.modern reads Llama configurations only "
+                         "(model_type 'llama')")
+    unsupported = {"sliding_window attention": getattr(config, "sliding_window", None) is not None,
+                   "attention_bias": bool(getattr(config, "attention_bias", False)),
                    "mlp_bias": bool(getattr(config, "mlp_bias", False)),
                    "hidden_act other than silu": getattr(config, "hidden_act", "silu") != "silu"}
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
