@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 import tfm
 from tfm.distributed import (
+    ADAM_AUTOCAST_BYTES,
     data_parallel_steps,
     data_parallel_tour,
     rank_slice,
@@ -161,6 +162,11 @@ def test_memory_and_traffic_arithmetic():
         [120, 31.4, 16.6, 1.875], abs=0.05)
     with pytest.raises(ValueError, match="ZeRO stage"):
         zero_memory_per_device(psi, 8, 4)
+    # chapter 16's autocast recipe: float32 weights and gradients (4 + 4), Adam's two float32 moments (8)
+    autocast = [zero_memory_per_device(7e9, 8, s, ADAM_AUTOCAST_BYTES) / 1e9 for s in (0, 1, 2, 3)]
+    assert autocast == pytest.approx([112, 63, 38.5, 14])
+    with pytest.raises(ValueError, match="bytes_per_parameter needs the keys"):
+        zero_memory_per_device(psi, 8, 1, {"weights": 4})
 
 
 def test_spawned_failure_is_reported():

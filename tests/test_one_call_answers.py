@@ -33,6 +33,15 @@ ONE_CALL = {
          "    back = torch.argsort(order)\n"
          "    return rope_rotate_half(x[:, order], start=start)[:, back]"),
     ],
+    "06_transformer_block": [
+        ('check_pre_ln(pre_ln_forward, "pre_ln_forward")',  # the layer handed in computes pre-LN itself
+         "def pre_ln_forward(layer, x):\n    return layer(x)[0]"),
+        ('check_pre_ln(pre_ln_forward, "pre_ln_forward")',  # a layer of its own, with the same weights
+         "def pre_ln_forward(layer, x):\n"
+         "    twin = type(layer)(16, 4, 32, dropout=0.0, norm_first=True).eval()\n"
+         "    twin.load_state_dict(layer.state_dict())\n"
+         "    return twin(x)[0]"),
+    ],
     "13_pretraining_and_fine_tuning": [
         ('check_masking(mask_for_mlm, "mask_for_mlm")',
          "def mask_for_mlm(ids, mask_id, first_normal_id, n_vocab, generator):\n"
@@ -64,7 +73,8 @@ def _namespace(chapter: str, check: str) -> dict:
     where = next(i for i, source in enumerate(cells) if f"def {check}(" in source)
     tree = ast.parse(cells[where])
     only = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == check)
-    sources = [*cells[:where], ast.get_source_segment(cells[where], only)]
+    sources = [part for source in cells[:where] for part in _imports_apart(source)]
+    sources.append(ast.get_source_segment(cells[where], only))
     namespace = {"__name__": "__main__"}
     cwd = Path.cwd()
     os.chdir(ROOT / "chapters")
@@ -76,6 +86,20 @@ def _namespace(chapter: str, check: str) -> dict:
         os.chdir(cwd)
         plt.close("all")
     return namespace
+
+
+def _imports_apart(source: str) -> list[str]:
+    """A cell as two: its import statements, then the rest (needed_cells keeps every cell that imports, so a cell
+    that imports and also trains a model would otherwise always run)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return [source]
+    imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    if not imports or len(imports) == len(tree.body):
+        return [source]
+    rest = [node for node in tree.body if node not in imports]
+    return ["\n".join(ast.get_source_segment(source, node) for node in part) for part in (imports, rest)]
 
 
 @pytest.fixture(scope="module")

@@ -149,6 +149,23 @@ def test_student_edition_has_no_solutions(tmp_path):
         pdf.build(tmp_path / "x.pdf", edition="teacher")
 
 
+def test_student_edition_leaves_out_the_answer_key(tmp_path):
+    """The rubrics (every pencil-and-paper answer), the instructor guide and the course kit are not in the student
+    edition: not in its contents, not among its files, and no page left in it quotes a rubric's expected value."""
+    from tools.course.browser import copy_book
+
+    book = copy_book(tmp_path / "book", [*SMALL_BOOK, *pdf.INSTRUCTOR_ONLY, "appendices/syllabus"])
+    answer = "2,362,368"  # chapter 3's pencil-and-paper parameter count, in the rubrics of the exercise guide
+    assert answer in (book / "appendices" / "exercise_guide.md").read_text(encoding="utf-8")
+    pdf.to_student_edition(book)
+    kept = {entry["file"] for part in pdf.book_parts(book) for entry in [{"file": f} for f in part[1]]}
+    assert kept == {*SMALL_BOOK, "appendices/syllabus"}, kept
+    assert not any((book / f"{name}.md").exists() for name in pdf.INSTRUCTOR_ONLY)
+    pages = [p.read_text(encoding="utf-8") for p in book.rglob("*.md")] + [
+        p.read_text(encoding="utf-8") for p in (book / "chapters").glob("*.ipynb")]
+    assert not any(answer in page for page in pages), "an expected answer is left in the student edition"
+
+
 def test_the_course_kit_states_this_pdf_s_pages_and_size(book_pdf):
     if not os.environ.get("TFM_PDF"):
         pytest.skip("the whole book's PDF only (make pdf-check)")

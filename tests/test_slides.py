@@ -12,6 +12,7 @@ import html
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -670,3 +671,21 @@ def test_a_row_of_many_heads_is_shown_a_few_heads_a_slide(tmp_path):
     assert [p.file for p in parts] == ["heads-row0-0.png", "heads-row0-2.png"], parts
     assert all(not p.problems and p.text_px * (1 - slide_figures.MARGIN) >= 18 for p in parts), parts
     assert not (tmp_path / "heads.png").exists() and all((tmp_path / p.file).exists() for p in parts)
+
+
+def test_the_documented_command_works_with_a_relative_folder():
+    """`make slides PLAN=six` passes a folder relative to the repository (build/slides-six); the figures are drawn
+    in a kernel that runs in chapters/, so a path not resolved first sent them to a folder that did not exist."""
+    if shutil.which("npm") is None and not (slides.vendor.DEFAULT_PREFIX / "node_modules").is_dir():
+        pytest.skip("npm is not installed, and no copy of reveal.js and MathJax is in build/vendor")
+    out = Path("build") / "slides-relative-test"
+    try:
+        result = subprocess.run([sys.executable, "-m", "tools.course.slides", str(out), "--plan", "six",
+                                 "--session", "1", "--no-pdf"], cwd=ROOT, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+        deck = ROOT / out / "session-01.html"
+        figures = sorted((ROOT / out / "fig").glob("*.png"))
+        assert deck.is_file() and figures, (result.stdout[-1000:], figures)
+        assert all(f"fig/{figure.name}" in deck.read_text(encoding="utf-8") for figure in figures[:3])
+    finally:
+        shutil.rmtree(ROOT / out, ignore_errors=True)

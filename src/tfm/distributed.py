@@ -26,6 +26,8 @@ from torch import nn
 # Bytes per parameter of mixed-precision Adam (Rajbhandari et al., 2020, §3.1): 16-bit parameters and gradients,
 # and an optimizer state of a float32 master copy, momentum and variance.
 ADAM_MIXED_BYTES = {"parameters": 2, "gradients": 2, "optimizer": 12}
+# Bytes per parameter of Adam under autocast (chapter 16's recipe): float32 weights and gradients, two float32 moments.
+ADAM_AUTOCAST_BYTES = {"parameters": 4, "gradients": 4, "optimizer": 8}
 
 
 def default_backend(world_size: int) -> str:
@@ -145,16 +147,23 @@ def ring_all_reduce_bytes(n_values: int, world_size: int, bytes_per_value: int =
     return 2 * (world_size - 1) / world_size * n_values * bytes_per_value
 
 
-def zero_memory_per_device(n_parameters: float, world_size: int, stage: int) -> float:
-    """Bytes of model states per device for mixed-precision Adam (16 bytes per parameter in all) under plain data
-    parallelism (stage 0) and ZeRO stages 1 (optimizer state sharded), 2 (+ gradients) and 3 (+ parameters; FSDP's
-    full sharding). Activations are not included."""
+def zero_memory_per_device(n_parameters: float, world_size: int, stage: int,
+                           bytes_per_parameter: dict[str, float] = ADAM_MIXED_BYTES) -> float:
+    """Bytes of model states per device under plain data parallelism (stage 0) and ZeRO stages 1 (optimizer state
+    sharded), 2 (+ gradients) and 3 (+ parameters; FSDP's full sharding), for mixed-precision Adam as Rajbhandari et
+    al. count it (``ADAM_MIXED_BYTES``: 16-bit weights and gradients, 12 bytes of float32 optimizer state) or another
+    split of the bytes (``ADAM_AUTOCAST_BYTES``: float32 weights and gradients under autocast, two float32 moments).
+    Activations are not included."""
     if stage not in (0, 1, 2, 3):
         raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     shard = {0: (), 1: ("optimizer",), 2: ("optimizer", "gradients"), 3: ("optimizer", "gradients", "parameters")}
-    return sum(n_parameters * b / (world_size if part in shard[stage] else 1) for part, b in ADAM_MIXED_BYTES.items())
+    if set(bytes_per_parameter) != set(ADAM_MIXED_BYTES):
+        raise ValueError(f"bytes_per_parameter needs the keys {sorted(ADAM_MIXED_BYTES)}, "
+                         f"got {sorted(bytes_per_parameter)}")
+    return sum(n_parameters * b / (world_size if part in shard[stage] else 1)
+               for part, b in bytes_per_parameter.items())
 
 
 def sharded_steps(rank: int, world_size: int, make_model: Callable[[], nn.Module],

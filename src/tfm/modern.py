@@ -60,7 +60,12 @@ class SwiGLU(nn.Module):
 
 def swiglu_width(d_model: int, d_ff: int | None = None, multiple_of: int = 1) -> int:
     """The SwiGLU width with the parameters of a 2017 FFN of width ``d_ff`` (default 4 · d_model): 2/3 · d_ff, rounded
-    up to a multiple of ``multiple_of`` (Llama rounds to 256)."""
+    up to a multiple of ``multiple_of`` (Llama rounds to 256).
+
+    2/3 · d_ff is first rounded to the nearest integer, which keeps the parameter count closest to the FFN's; Meta's
+    Llama code truncates it (``int``) instead. The two differ by one at ``multiple_of=1`` when the fraction is 2/3
+    (d_ff = 256: 171 here, 170 there), and agree once rounded up to 256 at Llama's widths (4096: 11008, 5120:
+    13824)."""
     d_ff = 4 * d_model if d_ff is None else d_ff
     width = round(2 * d_ff / 3)
     return multiple_of * -(-width // multiple_of)

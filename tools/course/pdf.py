@@ -233,10 +233,25 @@ def print_pdf(site: Path, out: Path, title: str, parts: list) -> dict:
 EDITIONS = ("book", "student")
 
 
+# The appendices written for the instructor: the rubrics (every pencil-and-paper answer), the course plan and the
+# grader's workings. The student edition leaves them out.
+INSTRUCTOR_ONLY = ("appendices/instructor_guide", "appendices/course_kit", "appendices/exercise_guide")
+
+
 def to_student_edition(book: Path) -> None:
-    """Turn the chapters of a copy of the book into their student edition, in place (solutions out, outputs kept)."""
+    """Turn a copy of the book into its student edition, in place: the chapters without their solutions (stored
+    outputs kept), and without the instructor's appendices (INSTRUCTOR_ONLY: out of the contents and of the copy; a
+    page's link to one prints as plain text)."""
     for chapter in sorted((book / "chapters").glob("*.ipynb")):
         write_student_edition(chapter, chapter.parent, keep_outputs=True)
+    toc_path = book / "_toc.yml"
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    for part in toc["parts"]:
+        part["chapters"] = [entry for entry in part["chapters"] if entry["file"] not in INSTRUCTOR_ONLY]
+    toc["parts"] = [part for part in toc["parts"] if part["chapters"]]
+    toc_path.write_text(yaml.safe_dump(toc, sort_keys=False), encoding="utf-8")
+    for name in INSTRUCTOR_ONLY:
+        (book / f"{name}.md").unlink(missing_ok=True)
 
 
 def build(out: Path = DEFAULT_OUT, files: list[str] | None = None, edition: str = "book") -> dict:

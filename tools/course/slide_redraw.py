@@ -31,6 +31,7 @@ def redraw_chapter(chapter: Path, out: Path, timeout: int = 900) -> dict[int, li
     """Every slide figure of `chapter`, redrawn into `out` (see the module docstring): {cell index: its figures}."""
     from tools.book.notebooks import execute
 
+    out = out.resolve()  # the kernel below runs in chapters/: a relative folder would point elsewhere there
     out.mkdir(parents=True, exist_ok=True)
     nb = nbformat.read(chapter, as_version=4)
     prefix = chapter.name[:2]

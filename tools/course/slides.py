@@ -778,6 +778,7 @@ def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen", r
     """Write index.html, one deck per session of `plan` (numbered as that plan numbers them; only `sessions` if
     given) and vendor/ into `out`; return the decks. With `redraw`, the figures are drawn again at slide size
     (slide_figures: the chapters' figure cells are run) into out/fig; without, the decks show the stored ones."""
+    out = Path(out).resolve()  # once: the figure cells run in a kernel whose working directory is chapters/
     node_modules = node_modules or vendor.ensure()
     if out.exists():
         shutil.rmtree(out)
@@ -825,7 +826,10 @@ if __name__ == "__main__":
     parser.add_argument("--no-pdf", action="store_true", help="leave out the PDF of each deck")
     parser.add_argument("--stored-figures", action="store_true",
                         help="show the notebooks' stored figures instead of drawing them again at slide size (fast)")
+    parser.add_argument("--session", type=int, action="append", default=None,
+                        help="only this session's deck (repeatable; default: every session of the plan)")
     args = parser.parse_args()
-    decks = build(args.out, plan=args.plan, redraw=not args.stored_figures)
+    decks = build(args.out, plan=args.plan, redraw=not args.stored_figures,
+                  sessions=set(args.session) if args.session else None)
     for path in decks + ([] if args.no_pdf else print_decks(decks)):
         print(path)
