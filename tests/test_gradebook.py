@@ -30,29 +30,40 @@ def course(tmp_path):
 def test_gradebook_totals_per_chapter_and_course(course):
     rows = _rows(write_gradebook(course)["gradebook"])
     assert rows[0] == ["learner", "ch01 (3)", "ch03 (4)", "total (7)"]
-    assert rows[1:] == [["ada", "3", "3", "6"], ["bob", "1", "0", "1"]]
+    assert rows[1:] == [["ada", "3", "3", "6"], ["bob", "1", "", "1"]]  # bob not graded in chapter 3: blank
 
 
-def test_canvas_layout(course):
-    rows = _rows(write_gradebook(course)["canvas"])
-    assert rows[0][:5] == CANVAS_FIRST == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-    assert rows[0][5:] == ["ch01: Attention, token by token", "ch03: Multi-head attention"], rows[0]
-    assert rows[1] == ["Points Possible", "", "", "", "", "3", "4"]
-    assert [r[0] for r in rows[2:]] == ["ada", "bob"] and [r[5:] for r in rows[2:]] == [["3", "3"], ["1", "0"]]
-    assert all(len(r) == len(rows[0]) for r in rows)
+def test_without_a_roster_no_import_file_is_written(course, capsys):
+    paths = write_gradebook(course)
+    assert set(paths) == {"gradebook"} and not (course / "gradebook" / "canvas.csv").exists()
+    assert "without a roster" in capsys.readouterr().err
 
 
-def test_moodle_layout_with_a_roster(course):
+def _roster(course):
     roster = course / "roster.csv"
     roster.write_text("learner,name,email,username,section\nada,\"Lovelace, Ada\",ada@uni.edu,alovelace,A\n"
                       "bob,\"Boole, George\",gb@uni.edu,gboole,B\ncyd,\"Doe, Cyd\",cyd@uni.edu,cdoe,B\n",
                       encoding="utf-8")
-    paths = write_gradebook(course, roster)
+    return roster
+
+
+def test_canvas_layout(course):
+    rows = _rows(write_gradebook(course, _roster(course))["canvas"])
+    assert rows[0][:5] == CANVAS_FIRST == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert rows[0][5:] == ["ch01: Attention, token by token", "ch03: Multi-head attention"], rows[0]
+    assert rows[1] == ["Points Possible", "", "", "", "", "3", "4"]
+    assert [r[0] for r in rows[2:]] == ["Lovelace, Ada", "Boole, George", "Doe, Cyd"]
+    assert [r[5:] for r in rows[2:]] == [["3", "3"], ["1", ""], ["", ""]]  # blank: not graded
+    assert all(len(r) == len(rows[0]) for r in rows)
+
+
+def test_moodle_layout_with_a_roster(course):
+    paths = write_gradebook(course, _roster(course))
     moodle = _rows(paths["moodle"])
     assert moodle[0][:4] == MOODLE_FIRST
     assert moodle[1:] == [["ada@uni.edu", "alovelace", "", "Lovelace, Ada", "3", "3"],
-                          ["gb@uni.edu", "gboole", "", "Boole, George", "1", "0"],
-                          ["cyd@uni.edu", "cdoe", "", "Doe, Cyd", "0", "0"]]  # in the roster, never graded: 0
+                          ["gb@uni.edu", "gboole", "", "Boole, George", "1", ""],
+                          ["cyd@uni.edu", "cdoe", "", "Doe, Cyd", "", ""]]  # in the roster, never graded: blank
     canvas = _rows(paths["canvas"])
     assert canvas[2][:5] == ["Lovelace, Ada", "", "ada", "ada", "A"]
 

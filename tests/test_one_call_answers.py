@@ -23,6 +23,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # chapter -> [(the check call, the one-call answer: right, but written by calling what the exercise asks for)]
 ONE_CALL = {
+    "03_multi_head_attention": [
+        ('check_mha(mha_fixed_1, "mha_fixed_1")',  # the chapter's reference layers, chosen by h
+         "def mha_fixed_1(x, W_in, W_out, n_heads, mask=None):\n"
+         "    layer = reference if n_heads == 4 else other_reference\n"
+         "    return layer(x, mask=mask)[0]"),
+        ('check_mha(mha_fixed_1, "mha_fixed_1")',  # tfm's layer with the weights handed in
+         "def mha_fixed_1(x, W_in, W_out, n_heads, mask=None):\n"
+         "    layer = tfm.MultiHeadAttention(x.shape[-1], n_heads, bias=False)\n"
+         "    with torch.no_grad():\n"
+         "        layer.in_proj.weight.copy_(W_in)\n"
+         "        layer.out_proj.weight.copy_(W_out)\n"
+         "    return layer(x, mask=mask)[0].detach()"),
+    ],
     "05_positional_encoding": [
         ('check_rotate(rotate, "rotate")',
          "def rotate(x, start=0):\n    return tfm.RotaryEmbedding(x.shape[-1])(x, start=start)"),
@@ -72,9 +85,11 @@ def _namespace(chapter: str, check: str) -> dict:
              if c.cell_type == "code"]
     where = next(i for i, source in enumerate(cells) if f"def {check}(" in source)
     tree = ast.parse(cells[where])
-    only = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == check)
+    # the check function and the cell's other top-level statements (its data), not the cell's other checks
+    kept = [node for node in tree.body if not isinstance(node, ast.FunctionDef) or node.name == check
+            or not node.name.startswith(("check_", "try_check"))]
     sources = [part for source in cells[:where] for part in _imports_apart(source)]
-    sources.append(ast.get_source_segment(cells[where], only))
+    sources.append("\n\n".join(ast.get_source_segment(cells[where], node) for node in kept))
     namespace = {"__name__": "__main__"}
     cwd = Path.cwd()
     os.chdir(ROOT / "chapters")

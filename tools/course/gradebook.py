@@ -7,7 +7,8 @@ Usage: python -m tools.course.gradebook [--course build/course] [--roster roster
 This reads every such table and writes, in `<course>/gradebook/`:
 
 - `gradebook.csv`: one row per learner, one column per chapter graded (its total) and the course total, each header
-  saying its maximum (`ch03 (14)`); a learner missing from a chapter's table scored 0 there;
+  saying its maximum (`ch03 (14)`); a learner missing from a chapter's table was not graded there, and the cell is
+  blank (not 0: an import leaves a blank grade as it was), the total adding what was graded;
 - `canvas.csv`: for Canvas's Gradebook import (Grades > Import). Canvas matches a row to a learner by one of its
   first columns (`Student`, the name as "Last, First"; `ID`, Canvas's user id; `SIS User ID`) and expects `SIS Login
   ID` and `Section` beside them; every later column is an assignment, which the import creates when its name is new
@@ -17,8 +18,8 @@ This reads every such table and writes, in `<course>/gradebook/`:
 
 The roster (optional) is a CSV with a column `learner` (the name `make grade` used: the submission's file or folder
 name) and any of `name` ("Last, First"), `canvas_id`, `sis_user_id`, `sis_login_id`, `section`, `email`, `username`,
-`idnumber`; without it, the learner's name fills the identifying columns, which is enough for a spreadsheet and for
-checking the layout, and needs the roster before a real import.
+`idnumber`. Without it only gradebook.csv is written: the Canvas and Moodle files need the roster's identifiers,
+since the submissions' file names match no account.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def read_roster(roster: Path | None, learners: list[str]) -> dict[str, dict[str,
         if missing:
             raise SystemExit(f"{roster}: no row for {missing[:5]} (graded learners must all be in the roster)")
         if unknown:
-            print(f"roster learners with no score (0 everywhere): {unknown[:5]}", file=sys.stderr)
+            print(f"roster learners with no score (blank everywhere): {unknown[:5]}", file=sys.stderr)
     return {learner: given.get(learner, {}) for learner in sorted(set(learners) | set(given))}
 
 
@@ -96,28 +97,41 @@ def write_gradebook(course: Path, roster: Path | None = None) -> dict[str, Path]
     titles = {name: chapter_title(name) for name in tables}
     maximum = sum(points for points, _ in tables.values())
 
-    def totals(learner: str) -> list[float]:
-        return [scores.get(learner, 0.0) for _, scores in tables.values()]
+    def totals(learner: str) -> list[float | None]:  # None: not in that chapter's table, not graded there
+        return [scores.get(learner) for _, scores in tables.values()]
 
-    paths = {kind: out / f"{kind}.csv" for kind in ("gradebook", "canvas", "moodle")}
+    def cells(learner: str) -> list[str]:  # blank where not graded: an import then leaves the grade as it was
+        return ["" if points is None else _fmt(points) for points in totals(learner)]
+
+    def total(learner: str) -> str:
+        return _fmt(sum(points for points in totals(learner) if points is not None))
+
+    kinds = ("gradebook", "canvas", "moodle") if roster is not None else ("gradebook",)
+    paths = {kind: out / f"{kind}.csv" for kind in kinds}
+    for stale in {"canvas", "moodle"} - set(kinds):
+        (out / f"{stale}.csv").unlink(missing_ok=True)
     with paths["gradebook"].open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow(["learner", *[f"{n} ({_fmt(p)})" for n, (p, _) in tables.items()], f"total ({_fmt(maximum)})"])
         for learner in people:
-            writer.writerow([learner, *map(_fmt, totals(learner)), _fmt(sum(totals(learner)))])
+            writer.writerow([learner, *cells(learner), total(learner)])
+    if roster is None:
+        print("canvas.csv and moodle.csv not written: without a roster (--roster) their identity columns would hold "
+              "the submissions' file names, which match no Canvas or Moodle account", file=sys.stderr)
+        return paths
     with paths["canvas"].open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow([*CANVAS_FIRST, *titles.values()])
         writer.writerow(["Points Possible", "", "", "", "", *[_fmt(p) for p, _ in tables.values()]])
         for learner, who in people.items():
             writer.writerow([who.get("name") or learner, who.get("canvas_id", ""), who.get("sis_user_id") or learner,
-                             who.get("sis_login_id") or learner, who.get("section", ""), *map(_fmt, totals(learner))])
+                             who.get("sis_login_id") or learner, who.get("section", ""), *cells(learner)])
     with paths["moodle"].open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
         writer.writerow([*MOODLE_FIRST, *titles.values()])
         for learner, who in people.items():
             writer.writerow([who.get("email", ""), who.get("username") or learner, who.get("idnumber", ""),
-                             who.get("name") or learner, *map(_fmt, totals(learner))])
+                             who.get("name") or learner, *cells(learner)])
     return paths
 
 
