@@ -8,14 +8,18 @@ synthetic submissions, and each learner's scores per exercise must come out as t
   ends its kernel, one raises -> those four 0, each with the reason, the last exercise full, the files untouched;
 - segfault: one answer crashes the Python process (the guard cannot refuse it) -> that exercise 0 ("kernel died"),
   the others full;
-and three that game the grader instead of answering (tools/course/tampering.py, hidden_tests.py):
+and some that game the grader instead of answering (tools/course/tampering.py, hidden_tests.py, grade.rebuild):
 - monkeypatch: the release as handed out, with the check functions and tfm.check.check_answer replaced by functions
   that pass, in the first answer cell -> 0 everywhere (every check ran after the patch), each note saying why;
 - peeking and hard-coding (one learner, two exercises): the right answers, but the first pencil-and-paper answer
   reads the notebook's own file (where the expected values could be found) -> that exercise and the one after it
-  0; and attend_one with the public check's d_k = 3 written in -> the hidden tests (other sizes) give it 0.
+  0; and attend_one with the public check's d_k = 3 written in -> the hidden tests (other sizes) give it 0;
+- added: the release as handed out and a cell of its own that replaces the checks -> 0 everywhere (the cell is not
+  in what is graded);
+- stripped: the release with every check cell emptied and its nbgrader metadata deleted -> 0 everywhere (the
+  release's check cells are graded).
 
-The seven are graded three at a time (grade.py's --jobs; the looping one idles while it waits), each in a course
+The nine are graded three at a time (grade.py's --jobs; the looping one idles while it waits), each in a course
 folder of its own, and grading runs only the cells the checks need (tools/course/needed_cells.py).
 """
 
@@ -72,6 +76,48 @@ def _prefixed(release, label: str, code: str):
     return nb
 
 
+def _added_cell(release, code: str):
+    """The release with a code cell of the learner's own (no nbgrader metadata) after the setup cell."""
+    nb = nbformat.from_dict(release)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(code))
+    return nb
+
+
+def _stripped_checks(release):
+    """The release with every check cell emptied and its nbgrader metadata deleted (nbgrader restores a locked cell
+    it can find by grade_id only)."""
+    nb = nbformat.from_dict(release)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata["nbgrader"].get("solution"):
+            del cell.metadata["nbgrader"]
+            cell.source = "pass"
+    return nb
+
+
+def test_a_submission_is_rebuilt_from_the_release(tmp_path):
+    """Only the answer cells' source crosses over, matched by grade_id: added cells, edited or stripped locked cells
+    are gone; an answer cell whose grade_id is missing leaves its stub, and says so."""
+    course = tmp_path / "course"
+    write_course(course, [CHAPTER])
+    name = assignment_name(CHAPTER)
+    release = nbformat.read(course / "release" / name / CHAPTER.name, as_version=4)
+    source = nbformat.read(course / "source" / name / CHAPTER.name, as_version=4)
+    right = _submission(source)
+    for cell in right.cells:  # and the learner's other attempts on the grader
+        if cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata["nbgrader"].get("solution"):
+            cell.source = "pass"
+    right.cells.insert(1, nbformat.v4.new_code_cell(PATCH))
+    lost = next(c for c in right.cells if _answer_label(c) == "ch01-ex-design")
+    del lost.metadata["nbgrader"]
+    rebuilt, lacking = grade.rebuild(release, right)
+    assert [c.source for c in rebuilt.cells if not c.metadata.get("nbgrader", {}).get("solution")] == [
+        c.source for c in release.cells if not c.metadata.get("nbgrader", {}).get("solution")]
+    answers = {_answer_label(c): c.source for c in rebuilt.cells if _answer_label(c)}
+    assert answers["ch01-ex-softmax"] == next(c.source for c in right.cells if _answer_label(c) == "ch01-ex-softmax")
+    assert lacking == ["ch01-ex-design"]
+    assert answers["ch01-ex-design"] == next(c.source for c in release.cells if _answer_label(c) == "ch01-ex-design")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     course = tmp_path_factory.mktemp("course")
@@ -96,6 +142,8 @@ def graded(tmp_path_factory):
         "monkeypatch": _prefixed(release, "ch01-ex-softmax", PATCH),
         "peeking": _submission(source, {"ch01-pp-by-hand": PEEK},  # and hard-codes d_k in another exercise
                                replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "/ math.sqrt(3)")),
+        "added": _added_cell(release, PATCH),  # an empty notebook and a cell of its own that disables the checks
+        "stripped": _stripped_checks(release),  # an empty notebook whose check cells lost their metadata
     }
     folder = tmp_path_factory.mktemp("submissions")
     for learner, nb in submissions.items():
@@ -165,6 +213,12 @@ def test_gaming_submissions_score_zero_for_what_they_faked(graded):
     assert "d_k = 2" in peeking.notes["ch01-ex-one-query"], peeking.notes
 
 
+def test_code_outside_the_answer_cells_never_reaches_the_grader(graded):
+    results = graded[0]
+    assert results["added"].scores == dict.fromkeys(POINTS, 0), results["added"]
+    assert results["stripped"].scores == dict.fromkeys(POINTS, 0), results["stripped"]
+
+
 def test_hidden_tests_are_graded_not_released(graded):
     course = graded[-1]
     release = "\n".join(c.source for c in nbformat.read(course / "release" / "ch01" / CHAPTER.name,
@@ -181,7 +235,8 @@ def test_scores_csv_has_one_row_per_learner(graded):
     rows = list(csv.reader(graded[2].open(encoding="utf-8")))
     assert rows[0][:2] == ["learner", "ch01-ex-softmax (1)"] and rows[0][-2:] == ["total (9)", "notes"]
     assert {row[0]: row[-2] for row in rows[1:]} == {"careless": "2", "empty": "0", "right": "9", "segfault": "8",
-                                                       "wrong": "7", "monkeypatch": "0", "peeking": "4"}
+                                                       "wrong": "7", "monkeypatch": "0", "peeking": "4",
+                                                       "added": "0", "stripped": "0"}
 
 
 def test_bad_submission_folders_are_named(tmp_path):

@@ -13,6 +13,9 @@ default), each in a copy of that folder with a gradebook of its own (`learners/<
 collected in `autograded/<learner>/chNN/`.
 
 What a submission cannot do to the grading:
+- reach it from outside its answers: each submission is rebuilt from the release (`rebuild`), only the source of its
+  answer cells (matched by nbgrader grade_id) copied in; a cell it added, or a locked cell it edited or stripped of
+  its metadata, is not graded at all;
 - loop: a cell running longer than --timeout seconds is interrupted; its exercise scores 0, the notebook goes on;
 - crash: an answer cell that raises scores 0 even if its check passed; a cell that tries to end its kernel is
   refused, and one that kills it anyway (a segmentation fault) is graded again without that answer;
@@ -119,10 +122,17 @@ def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_CO
     course = grading_folder(course, chapter)
     shutil.rmtree(course, ignore_errors=True)  # nbgrader refuses to change an assignment that has submissions
     write_course(course, [chapter], timeout=timeout, only_needed=True)  # today's chapter, the cells checks need
+    release = nbformat.read(course / "release" / name / chapter.name, as_version=4)
+    missing: dict[str, list[str]] = {}
     for learner, path in submissions.items():
         target = course / "submitted" / learner / name / chapter.name
         target.parent.mkdir(parents=True)
-        shutil.copy(path, target)
+        try:
+            handed_in = nbformat.read(path, as_version=4)
+        except Exception:  # not a notebook: graded as the release, every answer missing
+            handed_in = nbformat.v4.new_notebook()
+        rebuilt, missing[learner] = rebuild(release, handed_in)
+        nbformat.write(rebuilt, target)
 
     def one(learner: str) -> Result:
         own = learner_course(course, learner)
@@ -138,7 +148,38 @@ def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_CO
         return result
 
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        return list(pool.map(one, submissions))
+        results = list(pool.map(one, submissions))
+    for result in results:
+        for label in missing[result.learner]:
+            if not result.scores.get(label):
+                result.notes.setdefault(label, "no answer cell of this exercise in the submission (matched by its "
+                                               "nbgrader grade_id): its stub was graded")
+    return results
+
+
+def rebuild(release, submitted) -> tuple[nbformat.NotebookNode, list[str]]:
+    """What is graded: the release, with the source of each of its answer cells taken from the submission's answer
+    cell of the same nbgrader ``grade_id``. Nothing else of the submission crosses over, so a cell the learner added,
+    a locked or check cell edited or stripped of its metadata, never reaches the grader. Returns the rebuilt notebook
+    and the labels of the exercises whose answer cell the submission lacks (their stub stays)."""
+    answers = {}
+    for cell in submitted.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution") and meta.get("grade_id") and cell.cell_type in ("code", "markdown"):
+            answers.setdefault(meta["grade_id"], (cell.cell_type, cell.source))
+    rebuilt = nbformat.from_dict(release)
+    lacking = []
+    for cell in rebuilt.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("solution"):
+            continue
+        found = answers.get(meta.get("grade_id"))
+        if found is not None and found[0] == cell.cell_type:
+            cell.source = found[1]
+        else:
+            match = CHECK_ID.match(meta.get("grade_id", ""))
+            lacking.append(match.group("label") if match else meta.get("grade_id", ""))
+    return rebuilt, sorted(set(lacking))
 
 
 def grade_one(course: Path, chapter: Path, learner: str) -> Result:
