@@ -1,12 +1,14 @@
 """An exercise that asks the learner to write what tfm (or the chapter) already computes fails its check when the
 answer is one call to that function: each chapter's own check runs here, on the one-call answer, and must fail with
 a message that says why (tfm.check.without). The chapter's code cells that the checks depend on run first
-(tools/course/needed_cells.py), in a namespace of their own, as in the learner's kernel."""
+(tools/course/needed_cells.py), in a namespace of their own, as in the learner's kernel. And a slip that a chapter's
+solution names as common gets a message that names it (SLIPS), without giving the answer."""
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 import matplotlib
@@ -75,6 +77,47 @@ ONE_CALL = {
          "def prefix_matching(weights, length):\n"
          "    return tfm.incontext.prefix_matching_scores([weights], length)[0]"),
     ],
+    "16_training_beyond_one_device": [
+        ('check_zero_gb(zero_gb, "zero_gb")',
+         "def zero_gb(n_parameters, world_size, stage):\n"
+         "    return tfm.distributed.zero_memory_per_device(n_parameters, world_size, stage) / 1e9"),
+    ],
+}
+
+# chapter -> [(the check call, an answer with a slip the chapter's solution names, what the message must say)]
+SLIPS = {
+    "13_pretraining_and_fine_tuning": [
+        ('check_masking(mask_like_bert, "mask_like_bert")',  # IGNORE where the input was left unchanged
+         "def mask_like_bert(ids, mask_id, first_normal_id, n_vocab, generator):\n"
+         "    chosen = (torch.rand(ids.shape, generator=generator) < 0.15) & (ids >= first_normal_id)\n"
+         "    kind = torch.rand(ids.shape, generator=generator)\n"
+         "    random_ids = torch.randint(first_normal_id, n_vocab, ids.shape, generator=generator)\n"
+         "    inputs = torch.where(chosen & (kind < 0.8), mask_id, ids)\n"
+         "    inputs = torch.where(chosen & (kind >= 0.8) & (kind < 0.9), random_ids, inputs)\n"
+         "    return inputs, torch.where(chosen & (kind < 0.9), ids, IGNORE)",
+         "the chosen positions left unchanged look like they got the target"),
+    ],
+    "11_cost_of_attention": [
+        ('check_scores_mib(scores_mib, "scores_mib")',
+         "def scores_mib(n, heads, layers, batch, bytes_per_number):  # the heads left out\n"
+         "    return layers * batch * n * n * bytes_per_number / 2**20",
+         "every head has its own n x n matrix"),
+        ('check_scores_mib(scores_mib, "scores_mib")',
+         "def scores_mib(n, heads, layers, batch, bytes_per_number):  # the layers left out\n"
+         "    return heads * batch * n * n * bytes_per_number / 2**20",
+         "every layer keeps its own weights"),
+    ],
+    "16_training_beyond_one_device": [
+        ('check_zero_gb(zero_gb, "zero_gb")',
+         "def zero_gb(n_parameters, world_size, stage):  # shards the gradients already at stage 1\n"
+         "    weights, gradients, optimizer = 2, 2, 12\n"
+         "    if stage >= 1:\n"
+         "        optimizer, gradients = optimizer / world_size, gradients / world_size\n"
+         "    if stage >= 3:\n"
+         "        weights /= world_size\n"
+         "    return n_parameters * (weights + gradients + optimizer) / 1e9",
+         "that is stage 2's answer: stage 1 shards the optimizer state only"),
+    ],
 }
 
 
@@ -131,4 +174,16 @@ def test_the_one_call_answer_fails_its_check(namespaces, chapter, case):
     namespace = dict(namespaces[chapter, check])
     exec(answer, namespace)
     with pytest.raises(CheckFailed, match="which computes the answer: this exercise asks you to write it yourself"):
+        exec(call, namespace)
+
+
+@pytest.mark.parametrize(("chapter", "case"), [(ch, k) for ch, cases in SLIPS.items() for k in range(len(cases))])
+def test_a_named_slip_gets_its_hint(namespaces, chapter, case):
+    call, answer, hint = SLIPS[chapter][case]
+    check = call.split("(")[0]
+    if (chapter, check) not in namespaces:
+        namespaces[chapter, check] = _namespace(chapter, check)
+    namespace = dict(namespaces[chapter, check])
+    exec(answer, namespace)
+    with pytest.raises(CheckFailed, match=re.escape(hint)):
         exec(call, namespace)
