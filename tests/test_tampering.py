@@ -60,6 +60,10 @@ def test_shortcuts_are_found():
         "torch.nn.init.zeros_(W_K)": "changes W_K in place",
         "W_K[0] = 0": "changes W_K[0]",
         "torch.allclose = lambda *a, **k: True": "changes torch.allclose",
+        "%time x = 1\n_ = print('ok')": "runs an IPython magic or a shell line (%time x = 1)",
+        "%run -i patch_the_checks.py": "runs an IPython magic or a shell line",
+        "%%bash\necho hidden": "runs an IPython magic or a shell line (%%bash)",  # the rest is not Python at all
+        "!python -c 'print(1)'": "runs an IPython magic or a shell line",
     }
     for code, expected in cases.items():
         found = tampering(code, protected, modules)
@@ -74,7 +78,6 @@ def test_honest_answers_pass():
               "import math\ndef attend_one(q, K, V):\n    d_k = q.shape[0]\n"
               "    a = torch.softmax(K @ q / math.sqrt(d_k), dim=0)\n    return a @ V, a",
               "config = dict(W_Q.__dict__)",  # reading an object's attributes changes nothing
-              "%time x = 1\n_ = print('ok')",
               "def f(x):\n    return x + 1 if x else (",  # a syntax error fails when it runs, not here
               ]
     for code in honest:

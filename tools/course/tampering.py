@@ -14,7 +14,8 @@ scores 0, with every exercise after it (its code ran before their checks), and a
 - reaches the grader's or the notebook's machinery: `setattr`, `delattr`, `globals`, `locals`, `vars`, `exec`,
   `eval`, `compile`, `__import__`, `open`, IPython's history (`In`, `Out`, `_ih`, `_i1`...), `get_ipython`, function
   internals (`__code__`, `__globals__`, `__dict__`...), modules that inspect or patch the interpreter (`sys`,
-  `builtins`, `importlib`, `inspect`, `gc`), or the notebook's own file (`.ipynb`, `read_text`, `nbformat`, `json`).
+  `builtins`, `importlib`, `inspect`, `gc`), or the notebook's own file (`.ipynb`, `read_text`, `nbformat`, `json`);
+- holds an IPython magic or a shell line (`%run`, `%%bash`, `!...`): such a line can run code this reading cannot see.
 
 This is a classroom guard, like grading_guard.py: it stops the shortcuts a learner finds in a minute (the three in
 tests/test_grading.py), not a determined attacker; grade untrusted work in a container and read flagged notebooks.
@@ -117,14 +118,20 @@ def tampering(source: str, protected: set[str], modules: dict[str, str]) -> list
     """What an answer cell does to the grader (see the module docstring): one short reason per finding, in the
     order of the code; [] for an honest answer. ``modules``: the names the locked cells bind to modules (an answer
     may import them again under the same names)."""
-    tree = _parse(source)
-    if tree is None:
-        return []
     reasons: list[str] = []
 
     def say(reason: str) -> None:
         if reason not in reasons:
             reasons.append(reason)
+
+    # An IPython magic or shell line can run any code (`%run`, `%%bash`, `!python -c ...`) that this reading of the
+    # Python cannot see: no answer of the book needs one, so one is itself a finding.
+    magics = [line.strip() for line in source.splitlines() if line.lstrip().startswith(("%", "!"))]
+    if magics:
+        say(f"runs an IPython magic or a shell line ({magics[0][:40]}), which the grader cannot read")
+    tree = _parse(source)
+    if tree is None:
+        return reasons
 
     own_imports = module_names([source])
     guarded = protected | set(modules) | set(own_imports)
