@@ -77,3 +77,12 @@ def test_restored_after_a_failure_and_through_learner_code():
     with pytest.raises(ValueError, match="needs the learner's fn"):
         with learner_code("my_answer", None, [ALIAS]):
             pass
+
+
+def test_the_function_itself_or_a_partial_of_it_fails():
+    import functools
+
+    for answer in (tfm.incontext.prefix_matching_scores, functools.partial(tfm.incontext.prefix_matching_scores)):
+        with pytest.raises(CheckFailed, match="is tfm.incontext.prefix_matching_scores itself"):
+            with without(answer, tfm.incontext.prefix_matching_scores, name="prefix_matching"):
+                answer([WEIGHTS], 4)

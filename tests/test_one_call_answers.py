@@ -38,6 +38,11 @@ ONE_CALL = {
          "        layer.out_proj.weight.copy_(W_out)\n"
          "    return layer(x, mask=mask)[0].detach()"),
     ],
+    "04_masking": [
+        ('check_padding_mask(my_padding_mask, "my_padding_mask")', "my_padding_mask = tfm.padding_mask"),
+        ('check_padding_mask(my_padding_mask, "my_padding_mask")',
+         "def my_padding_mask(lengths, max_len):\n    return tfm.masks.padding_mask(lengths, max_len)"),
+    ],
     "05_positional_encoding": [
         ('check_rotate(rotate, "rotate")',
          "def rotate(x, start=0):\n    return tfm.RotaryEmbedding(x.shape[-1])(x, start=start)"),
@@ -173,7 +178,7 @@ def test_the_one_call_answer_fails_its_check(namespaces, chapter, case):
         namespaces[chapter, check] = _namespace(chapter, check)
     namespace = dict(namespaces[chapter, check])
     exec(answer, namespace)
-    with pytest.raises(CheckFailed, match="which computes the answer: this exercise asks you to write it yourself"):
+    with pytest.raises(CheckFailed, match="this exercise asks you to write it yourself"):
         exec(call, namespace)
 
 

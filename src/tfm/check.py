@@ -93,6 +93,9 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
     ``with without(my_answer, tfm.incontext.prefix_matching_scores): got = my_answer(weights, 4)``
     """
     name = name or getattr(fn, "__name__", "your function")
+    for obj in answers:  # `my_mask = tfm.padding_mask`, or a functools.partial of it
+        if fn is obj or getattr(fn, "func", None) is obj:
+            raise CheckFailed(f"{name} is {_qualified(obj)} itself: this exercise asks you to write it yourself")
     targets = {id(obj): _Unavailable(name, _qualified(obj)) for obj in answers}
     namespaces = [vars(module) for key, module in list(sys.modules.items())
                   if module is not None and (key == "tfm" or key.startswith("tfm.") or key == "__main__")]
