@@ -118,3 +118,30 @@ def test_fit_power_law_recovers_an_exact_law_and_matches_numpy():
         fit_power_law([1e3], [4.0])
     with pytest.raises(ValueError, match="positive"):
         fit_power_law([1e3, 0.0], [4.0, 3.0])
+
+
+def test_train_on_stream_ends_at_final_lr_and_names_bad_sizes():
+    from tfm.lm import train_on_stream
+
+    stream = torch.randint(0, 12, (400,), generator=torch.Generator().manual_seed(0))
+    model = tfm.CausalLM(12, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_len=16)
+    rates = []
+    original = torch.optim.lr_scheduler.OneCycleLR.step
+
+    def record(scheduler, *args, **kwargs):
+        original(scheduler, *args, **kwargs)
+        rates.append(scheduler.get_last_lr()[0])
+
+    torch.optim.lr_scheduler.OneCycleLR.step = record
+    try:
+        history = train_on_stream(model, stream[:300], stream[300:], steps=20, length=16, batch=4, lr=1e-2,
+                                  betas=(0.9, 0.99), final_lr=1e-3, eval_every=10,
+                                  generator=torch.Generator().manual_seed(1))
+    finally:
+        torch.optim.lr_scheduler.OneCycleLR.step = original
+    assert rates[-1] == pytest.approx(1e-3, rel=0.1) and max(rates) == pytest.approx(1e-2, rel=0.05), rates
+    assert len(history["eval_loss"]) >= 2
+    with pytest.raises(ValueError, match="must be longer than one window of 16"):
+        train_on_stream(model, stream[:10], stream[300:], steps=2, length=16)
+    with pytest.raises(ValueError, match="steps, length and batch must be >= 1"):
+        train_on_stream(model, stream[:300], stream[300:], steps=0, length=16)

@@ -49,16 +49,21 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"*])")
 @cache
 def topics() -> dict[str, tuple[str, ...]]:
     """Topic name -> its prose paragraphs, in the order of the file (topics sorted by name)."""
-    text = files("tfm").joinpath("corpora", CORPUS_FILE).read_text(encoding="utf-8")
+    return sections(files("tfm").joinpath("corpora", CORPUS_FILE).read_text(encoding="utf-8"))
+
+
+def sections(text: str) -> dict[str, tuple[str, ...]]:
+    """A corpus file's ``## name`` sections -> their paragraphs (one per non-empty line; other ``#`` lines are
+    comments), in the file's order. The format of both shipped corpora (this one and :mod:`tfm.pydocs`)."""
     result: dict[str, list[str]] = {}
-    topic = None
+    name = None
     for line in text.splitlines():
         if line.startswith("## "):
-            topic = line[3:]
-            result[topic] = []
+            name = line[3:]
+            result[name] = []
         elif line and not line.startswith("#"):
-            result[topic].append(line)
-    return {name: tuple(paragraphs) for name, paragraphs in result.items()}
+            result[name].append(line)
+    return {key: tuple(paragraphs) for key, paragraphs in result.items()}
 
 
 def paragraphs() -> list[str]:

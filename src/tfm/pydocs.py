@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tfm.corpus import sections
+
 CORPUS_FILE = "python_docs.txt.xz"
 HELD_OUT_EVERY = 10  # every tenth document is held out
 RARE = 50  # a character seen fewer times in training is UNKNOWN
@@ -39,16 +41,7 @@ SHUFFLE_SEED = 0  # the order in which training documents enter the subsets
 def documents() -> dict[str, tuple[str, ...]]:
     """Document name (its path in the documentation) -> its paragraphs, in the file's (path) order."""
     with lzma.open(files("tfm").joinpath("corpora", CORPUS_FILE).open("rb"), "rt", encoding="utf-8") as f:
-        text = f.read()
-    result: dict[str, list[str]] = {}
-    name = None
-    for line in text.splitlines():
-        if line.startswith("## "):
-            name = line[3:]
-            result[name] = []
-        elif line and not line.startswith("#"):
-            result[name].append(line)
-    return {key: tuple(value) for key, value in result.items()}
+        return sections(f.read())
 
 
 def split() -> dict[str, tuple[str, ...]]:
