@@ -25,7 +25,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install book test lint unit unit-on-site unit-then-notebooks notebooks notebooks-student notebooks-perturbed build-check execute \
-	student assignments grade gradebook serve freeze clean bench time-test robustness scaling figures slides pdf pdf-check
+	student assignments grade gradebook serve freeze clean bench time-test robustness scaling data-sweep figures slides pdf pdf-check
 
 help:
 	@echo "make book     build the website into _build/html"
@@ -39,6 +39,8 @@ help:
 	@echo "make bench    tfm against torch.nn, and each chapter's execution time against its budget"
 	@echo "make robustness  every trained claim over 5 seeds x 3 numeric paths -> appendices/robustness.md (~1 h)"
 	@echo "make scaling  chapter 14 checkpoints and loss against model size (hours on a CPU) -> src/tfm/checkpoints/"
+	@echo "make data-sweep  chapter 14's larger text: loss against distinct data and against size, and its long-context"
+	@echo "              model (about 2 h 40 min of one CPU thread per run set; JOBS=3 DEVICE=cuda) -> src/tfm/checkpoints/"
 	@echo "make figures  redraw the schematic SVG figures in src/tfm/schematics/ (tools/figures/)"
 	@echo "make slides   one reveal.js deck per course session, and a PDF of each, from the chapters' slide-tagged cells, figures redrawn at slide size -> build/slides"
 	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
@@ -134,6 +136,16 @@ robustness: $(STAMP)
 
 scaling: $(STAMP)
 	$(BIN)/python -m tools.book.scaling
+
+JOBS ?= 1
+DEVICE ?= cpu
+data-sweep: $(STAMP)
+	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE)
+	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --widths 16 24 32 128 \
+		--out src/tfm/checkpoints/ch14_sizes.json
+	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --widths 64 --seeds 0 --length 512 \
+		--batch 8 --steps 2440 --positional rotary --save src/tfm/checkpoints \
+		--out src/tfm/checkpoints/ch14_long_context.json
 
 figures: $(STAMP)
 	$(BIN)/python -m tools.figures

@@ -145,3 +145,51 @@ def test_train_on_stream_ends_at_final_lr_and_names_bad_sizes():
         train_on_stream(model, stream[:10], stream[300:], steps=2, length=16)
     with pytest.raises(ValueError, match="steps, length and batch must be >= 1"):
         train_on_stream(model, stream[:300], stream[300:], steps=0, length=16)
+
+
+def test_train_on_stream_keep_best_ends_on_the_lowest_held_out_loss():
+    from tfm.lm import held_out_loss, train_on_stream
+
+    g = torch.Generator().manual_seed(0)
+    train_ids, held_out = torch.randint(0, 12, (40,), generator=g), torch.randint(0, 12, (200,), generator=g)
+    losses = {}
+    for keep_best in (False, True):
+        tfm.seed_everything(0)
+        model = tfm.CausalLM(12, d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0, max_len=16)
+        history = train_on_stream(model, train_ids, held_out, steps=60, length=16, batch=8, lr=1e-2,
+                                  eval_every=5, generator=torch.Generator().manual_seed(1), keep_best=keep_best)
+        losses[keep_best] = held_out_loss(model, held_out, 16)[0]
+    # 40 training ids are memorised: the held-out loss rises again, so the last weights are not the best ones
+    best = min(history["eval_loss"])
+    assert history["eval_loss"][-1] > best + 0.05, history["eval_loss"]
+    assert losses[True] == pytest.approx(best, abs=1e-6) and losses[False] > best + 0.05
+    assert history["best_step"] == history["eval_step"][history["eval_loss"].index(best)]
+
+
+def test_fit_power_law_with_floor_recovers_a_law_and_matches_scipy():
+    import numpy as np
+    from scipy.optimize import curve_fit
+
+    from tfm.lm import fit_power_law_with_floor
+
+    sizes = [6e3, 1.3e4, 2.4e4, 1e5, 3.9e5]
+    exact = [1.2 + 40.0 * n ** -0.45 for n in sizes]
+    e, a, alpha = fit_power_law_with_floor(sizes, exact)
+    assert (e, a, alpha) == pytest.approx((1.2, 40.0, 0.45), rel=1e-5)
+    noise = [0.01, -0.008, 0.004, -0.006, 0.007]
+    noisy = [v + d for v, d in zip(exact, noise, strict=True)]
+    mine = fit_power_law_with_floor(sizes, noisy)
+
+    def law(n, e, a, alpha):
+        return e + a * n ** -alpha
+
+    theirs, _ = curve_fit(law, np.array(sizes), np.array(noisy), p0=(1.0, 30.0, 0.5), maxfev=20000)
+    sse = [sum((law(n, *p) - v) ** 2 for n, v in zip(sizes, noisy, strict=True)) for p in (mine, theirs)]
+    assert sse[0] <= sse[1] * (1 + 1e-6) and mine[2] == pytest.approx(theirs[2], rel=1e-3), (mine, theirs)
+    # a law with no floor: E comes out at 0 and alpha as fit_power_law finds it
+    e, a, alpha = fit_power_law_with_floor(sizes, [3.0 * n ** -0.2 for n in sizes])
+    assert e == pytest.approx(0.0, abs=1e-6) and alpha == pytest.approx(0.2, rel=1e-5)
+    with pytest.raises(ValueError, match="at least three points"):
+        fit_power_law_with_floor([1e3, 2e3], [4.0, 3.0])
+    with pytest.raises(ValueError, match="positive sizes"):
+        fit_power_law_with_floor([1e3, 2e3, -1.0], [4.0, 3.0, 2.0])

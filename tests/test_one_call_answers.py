@@ -81,6 +81,17 @@ ONE_CALL = {
         ('check_prefix_matching(prefix_matching, "prefix_matching")',
          "def prefix_matching(weights, length):\n"
          "    return tfm.incontext.prefix_matching_scores([weights], length)[0]"),
+        ('check_heads_off(losses_with_heads_off, "losses_with_heads_off")',
+         "def losses_with_heads_off(model, ids, heads):\n"
+         "    with ablate_heads(model, heads):\n"
+         "        return loss_by_position(model, ids)"),
+        ('check_heads_off(losses_with_heads_off, "losses_with_heads_off")',
+         "import tfm.incontext as tools\n"
+         "def losses_with_heads_off(model, ids, heads):\n"
+         "    with tools.ablate_heads(model, heads):\n"
+         "        return loss_by_position(model, ids)"),
+        ('check_fit_with_floor(fit_with_floor, "fit_with_floor")',
+         "def fit_with_floor(sizes, losses):\n    return fit_power_law_with_floor(sizes, losses)"),
     ],
     "16_training_beyond_one_device": [
         ('check_zero_gb(zero_gb, "zero_gb")',
@@ -91,6 +102,60 @@ ONE_CALL = {
 
 # chapter -> [(the check call, an answer with a slip the chapter's solution names, what the message must say)]
 SLIPS = {
+    "14_language_model_of_real_text": [
+        ('check_icl(icl_score, "icl_score")',  # early minus late
+         "def icl_score(losses, early, late):\n"
+         "    return float(losses[early[0]:early[1]].mean() - losses[late[0]:late[1]].mean())",
+         "has the opposite sign: the late mean minus the early one, negative"),
+        ('check_heads_off(losses_with_heads_off, "losses_with_heads_off")',  # o_proj's output cleared, not its input
+         "def losses_with_heads_off(model, ids, heads):\n"
+         "    handles = []\n"
+         "    for layer, head in heads:\n"
+         "        attention = model.layers[layer].self_attn\n"
+         "        d_k = attention.d_k\n"
+         "        def hook(module, inputs, output, head=head, d_k=d_k):\n"
+         "            output = output.clone()\n"
+         "            output[..., head * d_k:(head + 1) * d_k] = 0\n"
+         "            return output\n"
+         "        handles.append(attention.o_proj.register_forward_hook(hook))\n"
+         "    try:\n"
+         "        return loss_by_position(model, ids)\n"
+         "    finally:\n"
+         "        for h in handles:\n"
+         "            h.remove()",
+         "not of what comes out of it"),
+        # last of this check's cases: the hooks it leaves on the chapter's model stay there
+        ('check_heads_off(losses_with_heads_off, "losses_with_heads_off")',  # the hooks stay on
+         "def losses_with_heads_off(model, ids, heads):\n"
+         "    for layer, head in heads:\n"
+         "        attention = model.layers[layer].self_attn\n"
+         "        d_k = attention.d_k\n"
+         "        def hook(module, inputs, head=head, d_k=d_k):\n"
+         "            x = inputs[0].clone()\n"
+         "            x[..., head * d_k:(head + 1) * d_k] = 0\n"
+         "            return (x,)\n"
+         "        attention.o_proj.register_forward_pre_hook(hook)\n"
+         "    return loss_by_position(model, ids)",
+         "remove every hook you registered"),
+        ('check_fit_with_floor(fit_with_floor, "fit_with_floor")',  # a straight line in log-log axes: no floor
+         "def fit_with_floor(sizes, losses):\n"
+         "    alpha, a = fit_power_law(sizes, losses)\n"
+         "    return 0.0, a, alpha",
+         "search over alpha alone"),
+        ('check_fit_with_floor(fit_with_floor, "fit_with_floor")',  # the exponent's sign flipped
+         "def fit_with_floor(sizes, losses):\n"
+         "    import numpy as np\n"
+         "    n, y = np.array(sizes), np.array(losses)\n"
+         "    best = None\n"
+         "    for alpha in np.logspace(-3, 0.6, 3000):\n"
+         "        x = (n / n[0]) ** -alpha\n"
+         "        (e, a), *_ = np.linalg.lstsq(np.vstack([np.ones_like(x), x]).T, y, rcond=None)\n"
+         "        error = ((y - e - a * x) ** 2).sum()\n"
+         "        if best is None or error < best[0]:\n"
+         "            best = (error, e, a * n[0] ** alpha, alpha)\n"
+         "    return float(best[1]), float(best[2]), -float(best[3])",
+         "has a positive alpha"),
+    ],
     "13_pretraining_and_fine_tuning": [
         ('check_masking(mask_like_bert, "mask_like_bert")',  # IGNORE where the input was left unchanged
          "def mask_like_bert(ids, mask_id, first_normal_id, n_vocab, generator):\n"

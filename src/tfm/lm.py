@@ -176,10 +176,13 @@ def train_on_stream(model: nn.Module, train_ids: Tensor, held_out: Tensor, steps
                     batch: int = 16, lr: float = 3e-3, weight_decay: float = 0.1, warmup: float = 0.1,
                     generator: torch.Generator | None = None, eval_every: int = 100, time_limit: float | None = None,
                     repeat_share: float = 0.0, betas: tuple[float, float] = (0.9, 0.999),
-                    final_lr: float | None = None) -> dict[str, list[float]]:
+                    final_lr: float | None = None, keep_best: bool = False,
+                    autocast: torch.dtype | None = None) -> dict[str, list[float]]:
     """:func:`train_lm` on any stream of ids: random windows of ``train_ids (N,)``, the held-out loss measured on
     consecutive windows of ``held_out (M,)``. ``final_lr`` (default: the schedule's own, ``lr / 10**4``) is the rate
-    the cosine decay ends at."""
+    the cosine decay ends at. With ``keep_best``, the model ends with the weights of its lowest held-out loss (early
+    stopping: a run on a small training text that begins to memorise it keeps its best point), and
+    ``history["best_step"]`` says which measurement that was. ``autocast`` is :func:`tfm.train`'s."""
     if steps < 1 or length < 1 or batch < 1:
         raise ValueError(f"steps, length and batch must be >= 1, got {steps}, {length}, {batch}")
     if len(train_ids) <= length + 1 or len(held_out) <= length + 1:
@@ -200,9 +203,23 @@ def train_on_stream(model: nn.Module, train_ids: Tensor, held_out: Tensor, steps
             return repeated_span_windows(train_ids, length, batch, repeat_share, generator, device)
         return random_windows(train_ids, length, batch, generator, device)
 
-    return train(model, next_batch, loss_step, optimizer, steps, scheduler=scheduler,
-                 evaluate=lambda m: held_out_loss(m, held_out, length)[0], eval_every=eval_every,
-                 time_limit=time_limit)
+    best: dict = {"loss": math.inf, "step": 0, "state": None}
+    measured = [0]  # steps taken at each measurement, counted here so that the best one can be named
+
+    def evaluate(m: nn.Module) -> float:
+        loss = held_out_loss(m, held_out, length)[0]
+        if keep_best and loss < best["loss"]:
+            best.update(loss=loss, step=len(measured) - 1,
+                        state={k: v.detach().clone() for k, v in m.state_dict().items()})
+        measured.append(0)
+        return loss
+
+    history = train(model, next_batch, loss_step, optimizer, steps, scheduler=scheduler, evaluate=evaluate,
+                    eval_every=eval_every, time_limit=time_limit, autocast=autocast)
+    if keep_best:
+        model.load_state_dict(best["state"])
+        history["best_step"] = history["eval_step"][best["step"]]
+    return history
 
 
 def fit_power_law(sizes: list[float], losses: list[float]) -> tuple[float, float]:
@@ -215,3 +232,40 @@ def fit_power_law(sizes: list[float], losses: list[float]) -> tuple[float, float
     y = torch.tensor(losses, dtype=torch.float64).log()  # (n,)
     slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
     return -slope.item(), math.exp((y.mean() - slope * x.mean()).item())
+
+
+def fit_power_law_with_floor(sizes: list[float], losses: list[float]) -> tuple[float, float, float]:
+    """The law ``L = E + A * N**(-alpha)`` closest to the points ``(N, L)`` in squared error of L (nats): returns
+    ``(E, A, alpha)`` with ``E >= 0``, ``A >= 0``, ``alpha > 0``. E is the loss no size removes (the text's own
+    entropy, for a model trained to convergence), A and alpha how fast size approaches it (Hoffmann et al., 2022).
+
+    For a fixed alpha the best E and A are a linear least-squares problem, so alpha alone is searched: on a grid of
+    400 values from 0.01 to 4 (log-spaced), then refined by golden-section search around the best. With three points
+    the law passes through them: only a fourth point or more tests it (its residuals)."""
+    if len(sizes) != len(losses) or len(sizes) < 3 or min(*sizes, *losses) <= 0:
+        raise ValueError(f"need at least three points with positive sizes and losses, got {len(sizes)} sizes and "
+                         f"{len(losses)} losses")
+    n = torch.tensor(sizes, dtype=torch.float64)  # (k,)
+    y = torch.tensor(losses, dtype=torch.float64)  # (k,)
+    scale = n.log().mean().exp()  # sizes measured in their geometric mean, so that n**-alpha stays near 1
+
+    def best_for(alpha: float) -> tuple[float, float, float]:  # (squared error, E, A / scale**alpha)
+        x = (n / scale) ** -alpha  # (k,)
+        xc, yc = x - x.mean(), y - y.mean()
+        a = max(((xc * yc).sum() / (xc * xc).sum()).item(), 0.0) if (xc * xc).sum() > 0 else 0.0
+        e = (y.mean() - a * x.mean()).item()
+        if e < 0:  # the floor at 0: the best law through the origin
+            e, a = 0.0, max(((x * y).sum() / (x * x).sum()).item(), 0.0)
+        return ((y - e - a * x) ** 2).sum().item(), e, a
+
+    grid = torch.logspace(-2, math.log10(4.0), 400, dtype=torch.float64).tolist()
+    errors = [best_for(alpha)[0] for alpha in grid]
+    i = min(range(len(grid)), key=errors.__getitem__)
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    golden = (math.sqrt(5) - 1) / 2
+    for _ in range(60):  # golden-section search of the bracket around the grid's best
+        c, d = hi - golden * (hi - lo), lo + golden * (hi - lo)
+        lo, hi = (lo, d) if best_for(c)[0] <= best_for(d)[0] else (c, hi)
+    alpha = (lo + hi) / 2
+    _, e, a = best_for(alpha)
+    return e, a * scale.item() ** alpha, alpha

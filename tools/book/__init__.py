@@ -12,6 +12,8 @@
 - myst.py               MyST (roles, directives) as plain Markdown, for what is read outside the website
 - robustness.py         every trained claim over seeds and numeric paths (`make robustness`)
 - scaling.py            chapter 14's longer runs: its checkpoints and loss against model size (`make scaling`)
+- data_sweep.py         chapter 14's larger text: loss against distinct data and size, its long-context model
+                        (`make data-sweep`)
 - mutation_check.py     breaks tfm on purpose and checks that the tests notice (run by hand)
 
 Imports nothing from the other folders of tools/.
