@@ -143,9 +143,11 @@ data-sweep: $(STAMP)
 	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE)
 	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --widths 16 24 32 128 \
 		--out src/tfm/checkpoints/ch14_sizes.json
-	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --widths 64 --seeds 0 --length 512 \
+	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --widths 64 --length 512 \
 		--batch 8 --steps 2440 --positional rotary --save src/tfm/checkpoints \
 		--out src/tfm/checkpoints/ch14_long_context.json
+	$(BIN)/python -m tools.book.context_use --weights src/tfm/checkpoints \
+		--out src/tfm/checkpoints/ch14_context_use.json
 
 figures: $(STAMP)
 	$(BIN)/python -m tools.figures

@@ -14,6 +14,8 @@
 - scaling.py            chapter 14's longer runs: its checkpoints and loss against model size (`make scaling`)
 - data_sweep.py         chapter 14's larger text: loss against distinct data and size, its long-context model
                         (`make data-sweep`)
+- context_use.py        how far back the long-context models look: context swap, induction oracle, repeat test
+                        (`make data-sweep`, after their training)
 - mutation_check.py     breaks tfm on purpose and checks that the tests notice (run by hand)
 
 Imports nothing from the other folders of tools/.
