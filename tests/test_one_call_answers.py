@@ -62,6 +62,35 @@ ONE_CALL = {
          "    twin.load_state_dict(layer.state_dict())\n"
          "    return twin(x)[0]"),
     ],
+    "07_encoder_decoder": [
+        ('check_greedy(greedy_by_hand, "greedy_by_hand")',
+         "def greedy_by_hand(model, src_ids, max_len, bos_id, eos_id):\n"
+         "    out = tfm.greedy_decode(model, src_ids, max_len, bos_id, eos_id)[0].tolist()\n"
+         "    return out[: out.index(eos_id) + 1] if eos_id in out else out"),
+        ('check_greedy(greedy_by_hand, "greedy_by_hand")',  # a beam of one is greedy search
+         "from tfm import beam_search\n"
+         "def greedy_by_hand(model, src_ids, max_len, bos_id, eos_id):\n"
+         "    out = beam_search(model, src_ids, max_len, bos_id, eos_id, beam_size=1)[0].tolist()\n"
+         "    return out[: out.index(eos_id) + 1] if eos_id in out else out"),
+        ('check_transformer_parameters(transformer_parameters, "transformer_parameters")',
+         "def transformer_parameters(n_vocab, d_model, n_layers, d_ff):\n"
+         "    with torch.device('meta'):\n"
+         "        m = tfm.EncoderDecoder(tfm.TransformerConfig(\n"
+         "            src_vocab=n_vocab, tgt_vocab=n_vocab, d_model=d_model, n_heads=4,\n"
+         "            n_encoder_layers=n_layers, n_decoder_layers=n_layers, d_ff=d_ff,\n"
+         "            share_embeddings=True, tie_output=True))\n"
+         "    return sum(p.numel() for p in m.parameters())"),
+    ],
+    "09_decoder_only": [
+        ('check_nucleus(nucleus_filter, "nucleus_filter")', "nucleus_filter = tfm.decoding.top_p_filter"),
+        ('check_nucleus(nucleus_filter, "nucleus_filter")',
+         "from tfm.decoding import top_p_filter as keep_top\n"
+         "def nucleus_filter(logits, p):\n    return keep_top(logits, p)"),
+    ],
+    "10_vision_transformer": [
+        ('check_patches_4x4(patches_4x4, "patches_4x4")',
+         "def patches_4x4(images):\n    return tfm.vision.patchify(images, 4)"),
+    ],
     "13_pretraining_and_fine_tuning": [
         ('check_masking(mask_for_mlm, "mask_for_mlm")',
          "def mask_for_mlm(ids, mask_id, first_normal_id, n_vocab, generator):\n"
@@ -141,7 +170,7 @@ SLIPS = {
          "def fit_with_floor(sizes, losses):\n"
          "    alpha, a = fit_power_law(sizes, losses)\n"
          "    return 0.0, a, alpha",
-         "search over alpha alone"),
+         "a straight line in log-log axes is the law without one"),
         ('check_fit_with_floor(fit_with_floor, "fit_with_floor")',  # the exponent's sign flipped
          "def fit_with_floor(sizes, losses):\n"
          "    import numpy as np\n"
