@@ -40,7 +40,7 @@ help:
 	@echo "make robustness  every trained claim over 5 seeds x 3 numeric paths -> appendices/robustness.md (~1 h)"
 	@echo "make scaling  chapter 14 checkpoints and loss against model size (hours on a CPU) -> src/tfm/checkpoints/"
 	@echo "make data-sweep  chapter 14's larger text: loss against distinct data and against size, and its long-context"
-	@echo "              model (on a loaded 2-core CPU, one thread per run: 78, 43 and 15 min; JOBS=, DEVICE=cuda) -> src/tfm/checkpoints/"
+	@echo "              model (on a 2-core CPU, one thread per run: 78, 73 and 23 min; JOBS=, DEVICE=cuda, STEPS=, WIDTH=) -> src/tfm/checkpoints/"
 	@echo "make figures  redraw the schematic SVG figures in src/tfm/schematics/ (tools/figures/)"
 	@echo "make slides   one reveal.js deck per course session, and a PDF of each, from the chapters' slide-tagged cells, figures redrawn at slide size -> build/slides"
 	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
@@ -139,8 +139,10 @@ scaling: $(STAMP)
 
 JOBS ?= 1
 DEVICE ?= cpu
+STEPS ?= 2440
+WIDTH ?= 64
 data-sweep: $(STAMP)
-	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE)
+	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --steps $(STEPS) --width $(WIDTH)
 	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --widths 16 24 32 128 \
 		--out src/tfm/checkpoints/ch14_sizes.json
 	$(BIN)/python -m tools.book.data_sweep --jobs $(JOBS) --device $(DEVICE) --widths 64 --length 512 \

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from tfm.context_use import context_swap_rise, induction_oracle, model_row_losses, swapped
+from tfm.context_use import context_swap_rise, context_swap_rows, induction_oracle, model_row_losses, swapped
 from tfm.kneser_ney import ModifiedKneserNey
 
 
@@ -42,6 +42,9 @@ def test_a_count_model_gains_nothing_from_text_beyond_its_history():
     rise = context_swap_rise(mkn.row_losses, rows, donors, keeps=[0, 1, 2, 3, 5], scored=4)
     assert rise[3] == 0.0 and rise[5] == 0.0, rise  # 3 ids of history: everything a 4-gram reads
     assert rise[0] != 0.0 and rise[1] != 0.0, rise
+    rows_rise = context_swap_rows(mkn.row_losses, rows, donors, keeps=[0, 3], scored=4)
+    assert rows_rise[0].shape == (40,) and torch.all(rows_rise[3] == 0)
+    assert abs(rows_rise[0].mean().item() - rise[0]) < 1e-12
 
 
 class LastTokenModel(nn.Module):

@@ -81,3 +81,9 @@ def test_a_long_line_of_a_markdown_code_block_is_rejected(tmp_path):
                     encoding="utf-8")
     found = page_width.markdown_long_lines(page)
     assert [(f.line, f.length) for f in found] == [(4, 93)]  # the directive's text is prose, and wraps
+
+
+def test_prose_after_a_directive_is_not_taken_for_code():
+    markdown = ("```{admonition} A title\n" + "p" * 100 + "\n```\n\n" + "q" * 100 + "\n\n"
+                "```{note}\n```python\n" + "r" * 90 + "\n```\n```\n" + "s" * 100 + "\n")
+    assert page_width.fenced_code(markdown) == [(9, "r" * 90)]  # a code block inside a directive is code

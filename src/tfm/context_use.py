@@ -64,15 +64,23 @@ def swapped(rows: Tensor, donors: Tensor, keep: int, scored: int) -> Tensor:
     return out
 
 
+def context_swap_rows(row_losses: Callable[[Tensor], Tensor], rows: Tensor, donors: Tensor, keeps: Sequence[int],
+                      scored: int) -> dict[int, Tensor]:
+    """:func:`context_swap_rise` row by row: for each ``keep``, the rise of each row's mean loss over its last
+    ``scored`` predictions, ``(n,)`` float64 (for an interval over rows, e.g. a bootstrap)."""
+    intact = row_losses(rows)[:, -scored:].double().mean(1)  # (n,)
+    return {keep: row_losses(swapped(rows, donors, keep, scored))[:, -scored:].double().mean(1) - intact
+            for keep in keeps}
+
+
 def context_swap_rise(row_losses: Callable[[Tensor], Tensor], rows: Tensor, donors: Tensor, keeps: Sequence[int],
                       scored: int) -> dict[int, float]:
     """For each ``keep``: the mean loss of the last ``scored`` predictions of every row when everything before their
     last ``keep`` ids of context is swapped for the donors' text, minus the same mean on the intact rows (nats).
     ``row_losses`` maps rows ``(n, L)`` to losses ``(n, L - 1)``: :func:`model_row_losses` bound to a model, or a count
     model's ``row_losses``. Positive: the model used text from further back than ``keep``."""
-    intact = row_losses(rows)[:, -scored:].double().mean().item()
-    return {keep: row_losses(swapped(rows, donors, keep, scored))[:, -scored:].double().mean().item() - intact
-            for keep in keeps}
+    return {keep: rise.mean().item()
+            for keep, rise in context_swap_rows(row_losses, rows, donors, keeps, scored).items()}
 
 
 def induction_oracle(rows: Tensor, n: int) -> tuple[Tensor, Tensor]:

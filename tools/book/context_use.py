@@ -29,6 +29,8 @@ KEEPS = [0, 8, 32, 128, 448]  # context-swap: ids of the window's own text kept 
 SCORED = 8  # the last 8 predictions of a window are scored
 ORACLE_N = 6  # the induction oracle matches 6 characters
 REPEAT_SPANS, REPEAT_LENGTH = 100, 256  # the repeat test: 100 test spans of 256 characters, each shown twice
+BOOTSTRAP = 1000  # resamples of the windows, for the standard errors
+FIFTHS = 5  # the gap to the count model, by fifths of the count model's own loss
 WEIGHTS = re.compile(r"ch14_pydocs_d(\d+)_(\d+)layers_rotary_t512_seed(\d+)_(\d+)\.pt")
 
 
@@ -57,19 +59,38 @@ def load(path: Path, width: int, n_layers: int):
     return model.eval()
 
 
+def bootstrap_se(per_window) -> float:
+    """Standard error of the mean of ``per_window (n,)``, from BOOTSTRAP resamples of the windows (seeded)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    picks = torch.randint(0, len(per_window), (BOOTSTRAP, len(per_window)), generator=g)  # (BOOTSTRAP, n)
+    return per_window.double()[picks].mean(1).std().item()
+
+
+def window_scores(losses):
+    """Olsson et al.'s score of each window on its own: ``losses (n, L - 1)`` -> ``(n,)``."""
+    return losses[:, LATE[0]:LATE[1]].double().mean(1) - losses[:, EARLY[0]:EARLY[1]].double().mean(1)
+
+
 def measure(model, windows, count_losses, seed: int = 0) -> dict:
     """Every number of the record for one model on ``windows (n, L)``; ``count_losses`` are the 12-gram's on the
     same windows, ``(n, L - 1)``."""
     import torch
 
-    from tfm.context_use import context_swap_rise, induction_oracle, model_row_losses
+    from tfm.context_use import context_swap_rows, induction_oracle, model_row_losses
     from tfm.incontext import in_context_score, loss_by_position, prefix_matching_scores
     from tfm.pydocs import char_corpus
 
     losses = model_row_losses(model, windows)  # (n, L - 1)
     by_position, kn_by_position = losses.mean(0), count_losses.mean(0)  # (L - 1,)
     donors = windows.roll(len(windows) // 2, 0)  # text of other documents
-    rise = context_swap_rise(lambda r: model_row_losses(model, r), windows, donors, KEEPS, SCORED)
+    rise_rows = context_swap_rows(lambda r: model_row_losses(model, r), windows, donors, KEEPS, SCORED)  # k: (n,)
+    rise = {k: v.mean().item() for k, v in rise_rows.items()}
+    paired = window_scores(losses) - window_scores(count_losses)  # (n,)
+    gap = (losses - count_losses).double()  # (n, L - 1)
+    edges = torch.quantile(count_losses.double().flatten(), torch.linspace(0, 1, FIFTHS + 1).double())
+    fifth = torch.bucketize(count_losses.double(), edges[1:-1])  # (n, L - 1): 0 (most confident) .. 4
     fires, guess = induction_oracle(windows, ORACLE_N)  # (n, L - 1)
     right = fires & (guess == windows[:, 1:])
     test = char_corpus().test
@@ -86,7 +107,12 @@ def measure(model, windows, count_losses, seed: int = 0) -> dict:
         "count_test_loss": round(count_losses.mean().item(), 5),
         "icl_score": round(in_context_score(by_position, EARLY, LATE), 5),
         "count_icl_score": round(in_context_score(kn_by_position, EARLY, LATE), 5),
+        "icl_score_se": round(bootstrap_se(window_scores(losses)), 5),
+        "icl_minus_count": round(paired.mean().item(), 5), "icl_minus_count_se": round(bootstrap_se(paired), 5),
         "swap_rise": {str(k): round(v, 5) for k, v in rise.items()},
+        "swap_rise_se": {str(k): round(bootstrap_se(v), 5) for k, v in rise_rows.items()},
+        "gap_by_count_fifth": [round(gap[fifth == q].mean().item(), 4) for q in range(FIFTHS)],
+        "gap_where_oracle_silent": round(gap[~fires].mean().item(), 5),
         "oracle_fires": round(fires.double().mean().item(), 5),
         "oracle_right": round((right.sum() / fires.sum()).item(), 5),
         "loss_where_fires": round(losses[fires].double().mean().item(), 5),

@@ -64,11 +64,15 @@ def _too_long(text: str, limit: int, where: str) -> list[LongLine]:
 
 def fenced_code(markdown: str) -> list[tuple[int, str]]:
     """(line number, line) of every line inside a fenced code block of ``markdown``, directives' fences aside."""
-    found, fence = [], None
+    found, fence, directives = [], None, []  # directives: the fences of the directives open around this line
     for number, line in enumerate(markdown.splitlines(), start=1):
         match = FENCE.match(line)
         if fence is None:
-            if match and not match.group(3).strip().startswith("{"):  # ```{exercise-start} is a directive
+            if match and match.group(3).strip().startswith("{"):  # ```{admonition} is a directive, not code
+                directives.append(match.group(2))
+            elif match and directives and match.group(2).startswith(directives[-1]) and not match.group(3).strip():
+                directives.pop()  # the directive's closing fence
+            elif match:
                 fence = match.group(2)
             continue
         if match and match.group(2).startswith(fence) and not match.group(3).strip():
