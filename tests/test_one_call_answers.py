@@ -91,6 +91,22 @@ ONE_CALL = {
         ('check_patches_4x4(patches_4x4, "patches_4x4")',
          "def patches_4x4(images):\n    return tfm.vision.patchify(images, 4)"),
     ],
+    "11_cost_of_attention": [
+        ('check_scores_mib(scores_mib, "scores_mib")',
+         "def scores_mib(n, heads, layers, batch, bytes_per_number):\n"
+         "    dtype = torch.float16 if bytes_per_number == 2 else torch.float32\n"
+         "    one = tfm.cost.score_matrix_bytes(n, n, heads=heads, batch=batch, dtype=dtype)\n"
+         "    return layers * one / 2**20"),
+        ('check_cache(cache_gib, cache_bytes_small)',
+         "def cache_gib(positions, batch):\n"
+         "    return tfm.cost.kv_cache_bytes(32, positions, 4096, batch=batch, dtype=torch.float16) / 2**30\n"
+         "def cache_bytes_small(positions):\n    return 2 * 2 * positions * 128 * 4"),
+        ('check_cache(cache_gib, cache_bytes_small)',  # the chapter's own cache, measured
+         "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
+         "def cache_bytes_small(positions):\n"
+         "    caches = filled_caches(sequence[:, :positions])\n"
+         "    return sum(t.numel() * t.element_size() for c in caches for t in c.values())"),
+    ],
     "13_pretraining_and_fine_tuning": [
         ('check_masking(mask_for_mlm, "mask_for_mlm")',
          "def mask_for_mlm(ids, mask_id, first_normal_id, n_vocab, generator):\n"
