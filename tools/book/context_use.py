@@ -73,9 +73,9 @@ def window_scores(losses):
     return losses[:, LATE[0]:LATE[1]].double().mean(1) - losses[:, EARLY[0]:EARLY[1]].double().mean(1)
 
 
-def measure(model, windows, count_losses, seed: int = 0) -> dict:
-    """Every number of the record for one model on ``windows (n, L)``; ``count_losses`` are the 12-gram's on the
-    same windows, ``(n, L - 1)``."""
+def measure(model, windows, donors, count_losses, seed: int = 0) -> dict:
+    """Every number of the record for one model on ``windows (n, L)``, with ``donors`` for the context swap;
+    ``count_losses`` are the 12-gram's on the same windows, ``(n, L - 1)``."""
     import torch
 
     from tfm.context_use import context_swap_rows, induction_oracle, model_row_losses
@@ -84,7 +84,6 @@ def measure(model, windows, count_losses, seed: int = 0) -> dict:
 
     losses = model_row_losses(model, windows)  # (n, L - 1)
     by_position, kn_by_position = losses.mean(0), count_losses.mean(0)  # (L - 1,)
-    donors = windows.roll(len(windows) // 2, 0)  # text of other documents
     rise_rows = context_swap_rows(lambda r: model_row_losses(model, r), windows, donors, KEEPS, SCORED)  # k: (n,)
     rise = {k: v.mean().item() for k, v in rise_rows.items()}
     paired = window_scores(losses) - window_scores(count_losses)  # (n,)
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    from tfm.context_use import swapped
+    from tfm.context_use import context_swap_rise
     from tfm.kneser_ney import ModifiedKneserNey
     from tfm.pydocs import char_corpus
     from tools.book.notebooks import use_book_environment
@@ -151,17 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     windows = rows()  # (n, 513)
     mkn = ModifiedKneserNey(12, corpus.n_vocab).fit(corpus.train)
     count_losses = mkn.row_losses(windows).float()  # (n, 512)
-    donors = windows.roll(len(windows) // 2, 0)
-    count_rise = {str(k): round(float(mkn.row_losses(swapped(windows, donors, k, SCORED))[:, -SCORED:].mean()
-                                      - count_losses[:, -SCORED:].double().mean()), 5) for k in KEEPS}
-    runs = [measure(load(args.weights / name, width, n_layers), windows, count_losses, seed)
+    donors = windows.roll(len(windows) // 2, 0)  # text of other documents
+    count_rise = {str(k): round(v, 5) for k, v in context_swap_rise(mkn.row_losses, windows, donors, KEEPS,
+                                                                    SCORED).items()}
+    runs = [measure(load(args.weights / name, width, n_layers), windows, donors, count_losses, seed)
             for seed, name, width, n_layers in found]
     record = {"recipe": {"windows": len(windows), "length": LENGTH, "early": EARLY, "late": LATE, "keeps": KEEPS,
                          "scored": SCORED, "oracle_n": ORACLE_N, "repeat": [REPEAT_SPANS, REPEAT_LENGTH],
                          "count_model": "modified Kneser-Ney 12-gram on the whole training text",
                          "weights": [name for _, name, _, _ in found], "torch": torch.__version__,
-                         "command": "python -m tools.book.context_use " + " ".join(sys.argv[1:] if argv is None
-                                                                                 else argv),
+                         "command": " ".join(["python -m tools.book.context_use", *(sys.argv[1:] if argv is None
+                                                                                   else argv)]),
                          "seconds": round(time.perf_counter() - start, 1)},
               "count_swap_rise": count_rise,
               "count_by_position": [round(v, 4) for v in count_losses.mean(0).tolist()], "runs": runs}
