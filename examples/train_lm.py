@@ -13,12 +13,24 @@ Unchanged under torchrun: it reads RANK and WORLD_SIZE from the environment torc
 batch from the same seed and trains on its slice of it (--batch must split evenly among the ranks), so N processes
 take the steps that one process takes on the whole batch; the script prints the same held-out loss either way (up to
 float round-off). --accumulation k splits each rank's slice further into k micro-batches (the same steps again, with
-a k times smaller activation memory); --autocast bf16 runs the forward passes in bfloat16.
+a k times smaller activation memory; under DDP only the last micro-batch of a step all-reduces, the others run
+under no_sync); --autocast bf16 runs the forward passes in bfloat16. The training loss printed and logged (--log) is
+the mean over all ranks, so it is the loss of the global batch whatever the number of processes.
+
+--checkpoint PATH saves the weights, the optimiser's and the schedule's state, the batch generator's state and the
+losses so far every --save-every steps (rank 0 writes it, atomically); run the same command again and it resumes
+from there, with the loss curve an uninterrupted run gives (every rank reads it: across machines, put it on storage
+they all see). --stop-after N ends the run after N steps, as a job
+that is preempted would, to try it:
+
+    python examples/train_lm.py --steps 300 --checkpoint run.pt --save-every 50 --stop-after 100
+    python examples/train_lm.py --steps 300 --checkpoint run.pt --save-every 50     # steps 101-300
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -39,11 +51,54 @@ def refuse_bad_arguments(parser: argparse.ArgumentParser, args: argparse.Namespa
             parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
     if args.d_model % 8:
         parser.error(f"--d-model must be a multiple of 8 (4 heads of an even width), got {args.d_model}")
+    for name in ("save_every", "stop_after"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.save_every is not None and args.checkpoint is None:
+        parser.error("--save-every needs --checkpoint PATH: where to save")
     if not args.lr > 0:
         parser.error(f"--lr must be positive, got {args.lr}")
     if args.autocast == "fp16" and not torch.cuda.is_available():
         parser.error("--autocast fp16 needs a CUDA GPU (float16 training needs its gradient scaler there); "
                      "use --autocast bf16 on the CPU")
+
+
+RECIPE = ("steps", "batch", "length", "accumulation", "lr", "d_model", "layers", "merges", "autocast", "seed")
+"""The arguments a checkpoint must have been made with to resume from it (the number of processes may change)."""
+
+
+def mean_over_ranks(values: list[float], world_size: int, device: torch.device) -> list[float]:
+    """Each rank's per-step losses averaged over the ranks (equal slices: the global batch's loss)."""
+    if world_size == 1:
+        return list(values)
+    total = torch.tensor(values, dtype=torch.float64, device=device)  # (steps,)
+    dist.all_reduce(total)  # the sum over ranks (gloo has no average)
+    return (total / world_size).tolist()
+
+
+def save(path: str, recipe: dict, done: int, losses: list[float], model, optimizer, scheduler, generator) -> None:
+    """Everything the next steps depend on, written to a temporary file first: a job killed while saving leaves
+    the previous checkpoint whole."""
+    state = {"recipe": recipe, "step": done, "loss": losses, "model": model.state_dict(),
+             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+             "generator": generator.get_state()}
+    torch.save(state, path + ".partial")
+    os.replace(path + ".partial", path)
+
+
+def resume(path: str, recipe: dict, model, optimizer, scheduler, generator) -> tuple[int, list[float]]:
+    """Load a checkpoint of :func:`save` into the objects; refuse one made with other arguments."""
+    state = torch.load(path, map_location=next(model.parameters()).device, weights_only=True)
+    changed = [f"--{k.replace('_', '-')} {state['recipe'].get(k)} then, {recipe[k]} now" for k in recipe
+               if state["recipe"].get(k) != recipe[k]]
+    if changed:
+        raise SystemExit(f"{path} was made with other arguments ({'; '.join(changed)}): resume with the same "
+                         "ones, or give another --checkpoint")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    generator.set_state(state["generator"].cpu())
+    return state["step"], state["loss"]
 
 
 def main() -> None:
@@ -59,6 +114,10 @@ def main() -> None:
     parser.add_argument("--autocast", choices=["bf16", "fp16"], default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="save the trained weights here (rank 0)")
+    parser.add_argument("--checkpoint", default=None, help="save the training state here; resume from it if present")
+    parser.add_argument("--save-every", type=int, default=None, help="steps between checkpoints (default: 10 a run)")
+    parser.add_argument("--stop-after", type=int, default=None, help="end after this many steps, as if preempted")
+    parser.add_argument("--log", default=None, help="write the per-step training loss here as JSON (rank 0)")
     args = parser.parse_args()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -99,16 +158,38 @@ def main() -> None:
     scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, args.lr, total_steps=args.steps, pct_start=0.1,
                                                     cycle_momentum=False)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, None: None}[args.autocast]
+    recipe = {name: getattr(args, name) for name in RECIPE}
+    done, losses = 0, []
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        done, losses = resume(args.checkpoint, recipe, model, optimizer, scheduler, generator)
+        if rank == 0:
+            print(f"resumed from {args.checkpoint} after step {done}")
+    end = min(args.steps, args.stop_after or args.steps)
+    every = args.save_every or max(1, args.steps // 10)
     started = time.perf_counter()
-    tfm.train(trained, next_batch, loss_step, optimizer, args.steps, scheduler=scheduler,
-              accumulation=args.accumulation, autocast=dtype, progress=rank == 0 and None)
+    while done < end:
+        chunk = min(end - done, every) if args.checkpoint else end - done
+        history = tfm.train(trained, next_batch, loss_step, optimizer, chunk, scheduler=scheduler,
+                            accumulation=args.accumulation, autocast=dtype, progress=rank == 0 and None)
+        losses += mean_over_ranks(history["loss"], world_size, device)
+        done += chunk
+        if args.checkpoint and rank == 0:
+            save(args.checkpoint, recipe, done, losses, model, optimizer, scheduler, generator)
     seconds = time.perf_counter() - started
     if rank == 0:
-        loss, _ = held_out_loss(model, data.held_out, args.length)
-        print(f"{world_size} process(es), {args.steps} steps of {args.batch} windows of {args.length} tokens in "
-              f"{seconds:.1f} s: held-out loss {loss:.4f} nats per token (perplexity {torch.tensor(loss).exp():.1f})")
-        if args.out:
-            torch.save(model.state_dict(), args.out)
+        if args.log:
+            with open(args.log, "w") as log:
+                json.dump({"step": list(range(1, len(losses) + 1)), "loss": losses}, log)
+        if done < args.steps:
+            print(f"stopped after step {done} of {args.steps} (training loss {losses[-1]:.4f}); run the same "
+                  "command without --stop-after to resume")
+        else:
+            loss, _ = held_out_loss(model, data.held_out, args.length)
+            print(f"{world_size} process(es), {args.steps} steps of {args.batch} windows of {args.length} tokens "
+                  f"in {seconds:.1f} s: training loss {losses[-1]:.4f}, held-out loss {loss:.4f} nats per token "
+                  f"(perplexity {torch.tensor(loss).exp():.1f})")
+            if args.out:
+                torch.save(model.state_dict(), args.out)
     if world_size > 1:
         dist.destroy_process_group()
 

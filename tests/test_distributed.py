@@ -5,6 +5,7 @@ also when they hold different numbers of real tokens); the memory and traffic ar
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 import torch
@@ -58,6 +59,15 @@ def test_ddp_all_reduces_the_gradient_and_a_ring_sends_2_n_minus_1_over_n_of_it(
         assert r["all_reduce_bytes"] == [4 * n_values] * 3  # DDP's buckets: every float32 gradient, every step
         assert r["ring_bytes_sent"] == ring_all_reduce_bytes(n_values, 2)
         assert r["ring_max_difference"] <= 1e-6  # the hand-built ring's sum against dist.all_reduce
+
+
+def test_accumulating_under_ddp_all_reduces_once_a_step_and_equals_the_big_batch(two_ranks):
+    ranks, steps = two_ranks
+    n_values = sum(p.numel() for p in tiny_lm().parameters())
+    for r in ranks:  # 3 steps of 2 micro-batches: 3 all-reduces of every gradient, not 6 (no_sync)
+        assert r["accumulated_all_reduce_bytes"] == 3 * 4 * n_values
+        for name, value in steps[-1].items():
+            assert (r["accumulated"][name] - value).abs().max() < 1e-6, f"{name}: accumulated DDP differs"
 
 
 def test_fully_sharded_training_equals_one_process_and_halves_the_parameters_per_rank(two_ranks):
@@ -226,3 +236,78 @@ def test_the_launcher_refuses_float16_on_the_cpu(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         runpy.run_path(script, run_name="__main__")
     assert "use --autocast bf16 on the CPU" in capsys.readouterr().err
+
+
+def _launch(monkeypatch, capsys, *arguments: str) -> str:
+    """examples/train_lm.py run in this process (no second start-up); what it printed."""
+    import runpy
+    import sys
+    from pathlib import Path
+
+    script = str(Path(__file__).resolve().parents[1] / "examples" / "train_lm.py")
+    monkeypatch.setattr(sys, "argv", [script, *arguments])
+    runpy.run_path(script, run_name="__main__")
+    return capsys.readouterr().out
+
+
+SMALL_RUN = ("--steps", "6", "--length", "16", "--batch", "4", "--accumulation", "2", "--merges", "20")
+
+
+def test_a_run_stopped_and_resumed_from_its_checkpoint_has_the_loss_curve_of_one_run(tmp_path, monkeypatch, capsys):
+    import json
+
+    straight = _launch(monkeypatch, capsys, *SMALL_RUN, "--log", str(tmp_path / "straight.json"))
+    checkpoint = str(tmp_path / "run.pt")
+    stopped = _launch(monkeypatch, capsys, *SMALL_RUN, "--checkpoint", checkpoint, "--save-every", "2",
+                      "--stop-after", "3")
+    assert "stopped after step 3 of 6" in stopped and "held-out" not in stopped
+    resumed = _launch(monkeypatch, capsys, *SMALL_RUN, "--checkpoint", checkpoint, "--save-every", "2",
+                      "--log", str(tmp_path / "resumed.json"))
+    assert "resumed from" in resumed and "after step 3" in resumed
+    one, two = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("straight", "resumed"))
+    assert one["step"] == two["step"] == list(range(1, 7))
+    assert one["loss"] == two["loss"]  # every step, to the last bit: weights, Adam, schedule and batches restored
+    assert straight.split("held-out loss")[1] == resumed.split("held-out loss")[1]
+    with pytest.raises(SystemExit, match=r"--lr 0.003 then, 0.001 now"):  # another recipe is refused by name
+        _launch(monkeypatch, capsys, *SMALL_RUN, "--checkpoint", checkpoint, "--lr", "1e-3")
+
+
+def _torchrun(*arguments: str):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = str(Path(__file__).resolve().parents[1] / "examples" / "train_lm.py")
+    command = [sys.executable, "-m", "torch.distributed.run", *arguments, script, *SMALL_RUN]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TFM_DEVICE": "cpu"}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_on_one_machine_and_on_two_local_nodes_gives_the_loss_of_one_process(monkeypatch, capsys):
+    """The launcher's documented commands: 2 processes on this machine, and the multi-node form (c10d rendezvous)
+    with two "machines" started side by side here, each with one process."""
+    one = _launch(monkeypatch, capsys, *SMALL_RUN)
+    expected = one.split(": training loss")[1]
+    local = _torchrun("--nproc_per_node=2", "--standalone")
+    endpoint = f"127.0.0.1:{_free_port()}"
+    nodes = [_torchrun("--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d", "--rdzv-id=test",
+                       f"--rdzv-endpoint={endpoint}") for _ in range(2)]
+    outputs = []
+    for process in [local, *nodes]:
+        out, err = process.communicate(timeout=240)
+        assert process.returncode == 0, err[-2000:]
+        outputs.append(out)
+    assert one.startswith("1 process(es)")
+    assert outputs[0].startswith("2 process(es)")
+    printed = [out for out in outputs[1:] if "held-out" in out]
+    assert len(printed) == 1 and printed[0].startswith("2 process(es)")  # one rank 0 over both nodes
+    for out in (outputs[0], printed[0]):  # training and held-out loss of one process, to the printed digits
+        assert out.split(": training loss")[1] == expected

@@ -254,6 +254,7 @@ def data_parallel_tour(rank: int, world_size: int, make_model: Callable[[], nn.M
         optimizer.step()
         weights.append(_weights(model))
         per_step.append(sum(handed))
+    accumulated = _accumulated_under_ddp(rank, world_size, make_model, batches, lr, seed, counting_hook, handed)
     n_values = sum(p.numel() for p in model.parameters())
     local = torch.randn(n_values, generator=torch.Generator().manual_seed(seed + rank))  # (P,): differs per rank
     by_hand, sent = ring_all_reduce(local)
@@ -261,4 +262,26 @@ def data_parallel_tour(rank: int, world_size: int, make_model: Callable[[], nn.M
     dist.all_reduce(reference)
     return {"ddp": weights, "all_reduce_bytes": per_step, "n_values": n_values, "ring_bytes_sent": sent,
             "ring_max_difference": (by_hand - reference).abs().max().item(),
-            "fsdp": sharded_steps(rank, world_size, make_model, batches, lr, seed)}
+            "fsdp": sharded_steps(rank, world_size, make_model, batches, lr, seed), **accumulated}
+
+
+def _accumulated_under_ddp(rank: int, world_size: int, make_model: Callable[[], nn.Module], batches: list,
+                           lr: float, seed: int, hook: Callable, handed: list[int], accumulation: int = 2) -> dict:
+    """:func:`tfm.train` on DDP with ``accumulation`` micro-batches of this rank's slice per step: the final weights
+    and the bytes handed to all-reduce over the whole run (once a step: the other micro-batches run under no_sync)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from .training import train
+
+    torch.manual_seed(seed)
+    model = make_model()
+    ddp = DistributedDataParallel(model)
+    ddp.register_comm_hook(None, hook)
+    micro = [part for inputs, targets in batches
+             for part in zip(*(t[rank_slice(len(inputs), rank, world_size)].chunk(accumulation)
+                               for t in (inputs, targets)), strict=True)]  # (B / N / k, T) pairs, in order
+    handed.clear()
+    train(ddp, lambda: micro.pop(0), lambda m, b: F.cross_entropy(m(b[0]).transpose(1, 2), b[1]),
+          torch.optim.SGD(ddp.parameters(), lr=lr), len(batches), clip_norm=None, accumulation=accumulation,
+          progress=False)
+    return {"accumulated": _weights(model), "accumulated_all_reduce_bytes": sum(handed)}

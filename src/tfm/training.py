@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -132,7 +133,8 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
     divided by their total items: the per-item mean of the big batch, exactly. ``autocast`` (e.g. ``torch.bfloat16``)
     runs the forward passes under :func:`torch.autocast` on the model's device; float16 adds a gradient scaler (on
     CUDA and on the CPU alike: small gradients underflow in float16 wherever it runs). The loss recorded is the
-    step's loss.
+    step's loss (under DDP, this rank's). A model wrapped in ``DistributedDataParallel`` all-reduces its gradients
+    once per step, in the last micro-batch's backward: the others run under its ``no_sync()``.
     """
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
@@ -157,13 +159,16 @@ def train(model: nn.Module, next_batch: Callable[[], tuple], loss_step: Callable
             raise ValueError(f"the {accumulation} micro-batches of step {step} hold no items to average over")
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
-        for batch in batches:
-            with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
-                loss = loss_step(model, batch)
-            loss = loss / (total_items if total_items is not None else accumulation)  # this batch's share
-            if not torch.isfinite(loss):
-                raise FloatingPointError(f"the loss became {loss.item()} at step {step}")
-            (scaler.scale(loss) if scaler is not None else loss).backward()
+        for k, batch in enumerate(batches):
+            # under DDP, only the last micro-batch's backward all-reduces: the others add to the local gradients
+            skip_sync = k < len(batches) - 1 and hasattr(model, "no_sync")
+            with model.no_sync() if skip_sync else contextlib.nullcontext():
+                with torch.autocast(device.type, dtype=autocast, enabled=autocast is not None):
+                    loss = loss_step(model, batch)
+                loss = loss / (total_items if total_items is not None else accumulation)  # this batch's share
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"the loss became {loss.item()} at step {step}")
+                (scaler.scale(loss) if scaler is not None else loss).backward()
             step_loss += loss.item()
         if scaler is not None:
             scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
