@@ -49,15 +49,41 @@ def one_head_at_a_time(q, k, v, mask, block=128):
 
 
 def query_rows_one_by_one(q, k, v, mask, block=128):
-    # rows of (1, S) scores: never a T x S matrix, and right: blockwise over queries, which the exercise allows
+    # rows of (1, S) scores: never a T x S matrix, and right, but no online softmax: the keys are never split
     rows = [torch.softmax((q[..., i : i + 1, :] @ k.transpose(-2, -1) / q.shape[-1] ** 0.5)
                           .masked_fill(~mask[i], float("-inf")), -1) @ v for i in range(q.shape[-2])]
     return torch.cat(rows, dim=-2)
 
 
-@pytest.mark.parametrize("cheat", [masked_reference, masked_sdpa, masked_softmax, one_head_at_a_time])
-def test_right_answers_that_hold_the_whole_matrix_fail(chapter, cheat):
-    with pytest.raises(CheckFailed, match="whole T x S matrix"):
+@pytest.mark.parametrize(("cheat", "message"), [
+    (masked_reference, "calls tfm.attention.attention, which computes the answer"),
+    (masked_sdpa, "calls PyTorch's scaled_dot_product_attention"),
+    (masked_softmax, "whole T x S matrix"),
+    (one_head_at_a_time, "calls tfm.attention.attention, which computes the answer"),
+])
+def test_right_answers_that_hold_the_whole_matrix_fail(chapter, cheat, message):
+    with pytest.raises(CheckFailed, match=message):
+        check(chapter, cheat)
+
+
+def tfm_over_query_blocks(q, k, v, mask, block=128):
+    # tfm.attention on (block, S) slices of the queries: no whole matrix, no online softmax
+    return torch.cat([tfm.attention(q[..., i : i + block, :], k, v, mask=mask[i : i + block])[0]
+                      for i in range(0, q.shape[-2], block)], dim=-2)
+
+
+def own_softmax_over_query_blocks(q, k, v, mask, block=128):
+    return torch.cat([masked_softmax(q[..., i : i + block, :], k, v, mask[i : i + block])
+                      for i in range(0, q.shape[-2], block)], dim=-2)
+
+
+@pytest.mark.parametrize(("cheat", "message"), [
+    (tfm_over_query_blocks, "this exercise asks you to write it yourself"),
+    (own_softmax_over_query_blocks, "scores of queries against all 640 keys at once"),
+    (query_rows_one_by_one, "scores of queries against all 640 keys at once"),
+])
+def test_right_answers_that_split_only_the_queries_fail(chapter, cheat, message):
+    with pytest.raises(CheckFailed, match=message):
         check(chapter, cheat)
 
 
@@ -87,5 +113,11 @@ def test_blockwise_answers_that_are_wrong_fail(chapter):
 
 def test_blockwise_answers_pass(chapter, capsys):
     check(chapter, chapter["blockwise_attention_masked_solution"])
-    check(chapter, query_rows_one_by_one)
+
+    def tiles(q, k, v, mask, block=128):  # the bonus: blocks of queries as well as of keys
+        solution = chapter["blockwise_attention_masked_solution"]
+        return torch.cat([solution(q[..., i : i + block, :], k, v, mask[i : i + block], block)
+                          for i in range(0, q.shape[-2], block)], dim=-2)
+
+    check(chapter, tiles)
     assert capsys.readouterr().out.count("✓") == 2

@@ -86,3 +86,64 @@ def test_the_function_itself_or_a_partial_of_it_fails():
         with pytest.raises(CheckFailed, match="is tfm.incontext.prefix_matching_scores itself"):
             with without(answer, tfm.incontext.prefix_matching_scores, name="prefix_matching"):
                 answer([WEIGHTS], 4)
+
+
+@pytest.mark.parametrize("spelling", [
+    lambda x: torch.softmax(x, 0),
+    lambda x: torch.nn.functional.softmax(x, 0),
+    lambda x: x.softmax(0),
+    lambda x: torch.nn.Softmax(dim=0)(x),
+    lambda x: torch.special.softmax(x, 0),
+    lambda x: torch.log_softmax(x, 0).exp(),
+], ids=["torch", "F", "method", "module", "special", "log"])
+def test_a_pytorch_operation_is_refused_however_it_is_spelled(spelling):
+    x = torch.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(CheckFailed, match="calls PyTorch's .*softmax, which computes the answer"):
+        with without(spelling, "softmax", "log_softmax", "special_softmax"):
+            spelling(x)
+    torch.testing.assert_close(spelling(x), torch.softmax(x, 0))  # allowed again afterwards
+
+    def by_hand(x):  # the exponentials and their sum: not refused
+        e = (x - x.max()).exp()
+        return e / e.sum()
+
+    with without(by_hand, "softmax", "log_softmax", "special_softmax"):
+        got = by_hand(x)
+    torch.testing.assert_close(got, torch.softmax(x, 0))
+
+
+def test_autograd_is_refused_as_an_operation():
+    x = torch.tensor([0.3, -1.2])
+    for jacobian in (lambda s: torch.autograd.functional.jacobian(lambda t: t.softmax(0), s),
+                     lambda s: torch.func.jacrev(lambda t: t.softmax(0))(s)):
+        with pytest.raises(CheckFailed, match="calls PyTorch's grad"), without(jacobian, "grad", "backward"):
+            jacobian(x)
+
+
+def test_a_method_is_refused_on_instances_made_before_and_restored():
+    from tfm.bpe import BPETokenizer, train_bpe
+
+    tokenizer = train_bpe({"lower": 5, "lowest": 3, "newer": 2}, 5)
+    split = tokenizer.split_word("lowest")
+
+    def answer(word):
+        return tokenizer.split_word(word)
+
+    with pytest.raises(CheckFailed, match="calls tfm.bpe.BPETokenizer.split_word"):
+        with without(answer, BPETokenizer.split_word):
+            answer("lowest")
+    assert tokenizer.split_word("lowest") == split and "split_word" in vars(BPETokenizer)
+
+
+def test_a_class_is_refused_through_the_module_that_defines_it():
+    from tokenizers import Tokenizer, models
+
+    vocab = {"[UNK]": 0, "un": 1, "##able": 2}
+
+    def answer(word):  # reached as models.WordPiece: a module the learner imported, not a name of theirs
+        return Tokenizer(models.WordPiece(vocab, unk_token="[UNK]")).encode(word).tokens
+
+    with pytest.raises(CheckFailed, match="calls tokenizers.models.WordPiece"):
+        with without(answer, models.WordPiece):
+            answer("unable")
+    assert answer("unable") == ["un", "##able"]

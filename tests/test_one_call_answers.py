@@ -25,6 +25,40 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # chapter -> [(the check call, the one-call answer: right, but written by calling what the exercise asks for)]
 ONE_CALL = {
+    "01_attention_token_by_token": [
+        ('check_attend_one(attend_one, "attend_one")',
+         "def attend_one(q, K, V):\n"
+         "    z, a = tfm.attention(q[None], K, V)\n    return z[0], a[0]"),
+        ('check_attend_one(attend_one, "attend_one")',  # PyTorch's kernel, the weights by hand
+         "import torch.nn.functional as F\n"
+         "def attend_one(q, K, V):\n"
+         "    a = torch.softmax(K @ q / q.shape[0] ** 0.5, 0)\n"
+         "    return F.scaled_dot_product_attention(q[None], K, V)[0], a"),
+        ('check_softmax(stable_softmax, "stable_softmax")', "def stable_softmax(s):\n    return torch.softmax(s, 0)"),
+        ('check_softmax(stable_softmax, "stable_softmax")', "def stable_softmax(s):\n    return s.softmax(dim=0)"),
+        ('check_softmax(stable_softmax, "stable_softmax")',
+         "def stable_softmax(s):\n    return torch.nn.Softmax(dim=0)(s)"),
+    ],
+    "02_attention_as_matrices": [
+        ('check_attention_matrix(attention_matrix, "attention_matrix")',
+         "def attention_matrix(Q, K, V):\n    return tfm.attention(Q, K, V)"),
+        ('check_attention_matrix(attention_matrix, "attention_matrix")',
+         "import torch.nn.functional as F\n"
+         "def attention_matrix(Q, K, V):\n"
+         "    A = (Q @ K.transpose(-2, -1) / Q.shape[-1] ** 0.5).softmax(-1)\n"
+         "    return F.scaled_dot_product_attention(Q, K, V), A"),
+        ('check_jacobian(softmax_jacobian, "softmax_jacobian")',
+         "def softmax_jacobian(s):\n"
+         "    return torch.autograd.functional.jacobian(lambda t: t.softmax(0), s)"),
+        ('check_jacobian(softmax_jacobian, "softmax_jacobian")',  # row by row with backward
+         "def softmax_jacobian(s):\n"
+         "    rows = []\n"
+         "    for i in range(len(s)):\n"
+         "        t = s.clone().requires_grad_()\n"
+         "        t.softmax(0)[i].backward()\n"
+         "        rows.append(t.grad)\n"
+         "    return torch.stack(rows)"),
+    ],
     "03_multi_head_attention": [
         ('check_mha(mha_fixed_1, "mha_fixed_1")',  # the chapter's reference layers, chosen by h
          "def mha_fixed_1(x, W_in, W_out, n_heads, mask=None):\n"
@@ -42,6 +76,7 @@ ONE_CALL = {
         ('check_padding_mask(my_padding_mask, "my_padding_mask")', "my_padding_mask = tfm.padding_mask"),
         ('check_padding_mask(my_padding_mask, "my_padding_mask")',
          "def my_padding_mask(lengths, max_len):\n    return tfm.masks.padding_mask(lengths, max_len)"),
+        ('check_to_4d(to_4d, "to_4d")', "def to_4d(key_mask):\n    return tfm.combine_masks(key_mask)"),
     ],
     "05_positional_encoding": [
         ('check_rotate(rotate, "rotate")',
@@ -81,6 +116,19 @@ ONE_CALL = {
          "            share_embeddings=True, tie_output=True))\n"
          "    return sum(p.numel() for p in m.parameters())"),
     ],
+    "08_inside_bert": [
+        ('check_head_weights(head_weights, "head_weights")',  # the BERT layer's own forward pass
+         "def head_weights(X, attention, head):\n"
+         "    with torch.no_grad():\n"
+         "        _, weights = attention(X[None], output_attentions=True)\n"
+         "    return weights[0, head]"),
+        ('check_head_weights(head_weights, "head_weights")',
+         "def head_weights(X, attention, head):\n"
+         "    cols = slice(head * d_k, (head + 1) * d_k)\n"
+         "    with torch.no_grad():\n"
+         "        q, k = attention.query(X)[:, cols], attention.key(X)[:, cols]\n"
+         "    return tfm.attention(q, k, k)[1]"),
+    ],
     "09_decoder_only": [
         ('check_nucleus(nucleus_filter, "nucleus_filter")', "nucleus_filter = tfm.decoding.top_p_filter"),
         ('check_nucleus(nucleus_filter, "nucleus_filter")',
@@ -101,11 +149,29 @@ ONE_CALL = {
          "def cache_gib(positions, batch):\n"
          "    return tfm.cost.kv_cache_bytes(32, positions, 4096, batch=batch, dtype=torch.float16) / 2**30\n"
          "def cache_bytes_small(positions):\n    return 2 * 2 * positions * 128 * 4"),
+        ('check_blockwise_masked(blockwise, "blockwise")',  # tfm's attention on blocks of queries
+         "def blockwise(q, k, v, mask, block=128):\n"
+         "    return torch.cat([tfm.attention(q[..., i:i + block, :], k, v, mask=mask[i:i + block])[0]\n"
+         "                      for i in range(0, q.shape[-2], block)], dim=-2)"),
         ('check_cache(cache_gib, cache_bytes_small)',  # the chapter's own cache, measured
          "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
          "def cache_bytes_small(positions):\n"
          "    caches = filled_caches(sequence[:, :positions])\n"
          "    return sum(t.numel() * t.element_size() for c in caches for t in c.values())"),
+    ],
+    "12_tokens": [
+        ('check_bpe_split(bpe_split, "bpe_split")',
+         "def bpe_split(word, merges):\n    return bpe.first_merges(len(merges)).split_word(word)"),
+        ('check_bpe_split(bpe_split, "bpe_split")',
+         "def bpe_split(word, merges):\n    return bpe.first_merges(len(merges)).tokenize(word)"),
+        ('check_wordpiece(wordpiece_split, "wordpiece_split")',
+         "def wordpiece_split(word, vocab):\n"
+         "    return Tokenizer(models.WordPiece(vocab, unk_token='[UNK]', max_input_chars_per_word=100))"
+         ".encode(word).tokens"),
+        ('check_wordpiece(wordpiece_split, "wordpiece_split")',  # MiniLM's own where it applies
+         "def wordpiece_split(word, vocab):\n"
+         "    if vocab == wordpiece.get_vocab():\n        return wordpiece.tokenize(word)\n"
+         "    return Tokenizer(models.WordPiece(vocab, unk_token='[UNK]')).encode(word).tokens"),
     ],
     "13_pretraining_and_fine_tuning": [
         ('check_masking(mask_for_mlm, "mask_for_mlm")',
@@ -137,6 +203,12 @@ ONE_CALL = {
          "        return loss_by_position(model, ids)"),
         ('check_fit_with_floor(fit_with_floor, "fit_with_floor")',
          "def fit_with_floor(sizes, losses):\n    return fit_power_law_with_floor(sizes, losses)"),
+    ],
+    "15_todays_decoder_block": [
+        ('check_repeat_kv(repeat_kv, "repeat_kv")',
+         "def repeat_kv(kv, group):\n    return kv.repeat_interleave(group, dim=1)"),
+        ('check_repeat_kv(repeat_kv, "repeat_kv")',
+         "def repeat_kv(kv, group):\n    return torch.repeat_interleave(kv, group, 1)"),
     ],
     "16_training_beyond_one_device": [
         ('check_zero_gb(zero_gb, "zero_gb")',
@@ -211,6 +283,38 @@ SLIPS = {
          "    inputs = torch.where(chosen & (kind >= 0.8) & (kind < 0.9), random_ids, inputs)\n"
          "    return inputs, torch.where(chosen & (kind < 0.9), ids, IGNORE)",
          "the chosen positions left unchanged look like they got the target"),
+        ('check_count(params_per_layer, params_total, pretrained_share, untied_extra)',  # the MLM head left out
+         "params_per_layer = tfm.count_parameters(mlm.encoder.layers[0])\n"
+         "params_total = sum(p.numel() for name, p in mlm.named_parameters()\n"
+         "                   if not name.startswith(('transform', 'bias')))\n"
+         "pretrained_share = untied_extra = 0",
+         "the masked-LM head has parameters of its own"),
+    ],
+    "05_positional_encoding": [
+        ('check_rotate(rotate, "rotate")',  # pairs (i, i + d/2), written by hand
+         "def rotate(x, start=0):\n"
+         "    T, d = x.shape\n"
+         "    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+         "    angle = (torch.arange(start, start + T, dtype=torch.float64)[:, None] * theta).float()\n"
+         "    a, b = x[:, : d // 2], x[:, d // 2 :]\n"
+         "    return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1)",
+         "the rotate-half layout"),
+        ('check_rotate(rotate, "rotate")',  # start ignored
+         "def rotate(x, start=0):\n"
+         "    T, d = x.shape\n"
+         "    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+         "    angle = (torch.arange(T, dtype=torch.float64)[:, None] * theta).float()\n"
+         "    out = torch.empty_like(x)\n"
+         "    out[:, 0::2] = x[:, 0::2] * angle.cos() - x[:, 1::2] * angle.sin()\n"
+         "    out[:, 1::2] = x[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()\n"
+         "    return out",
+         "the positions must start at start"),
+    ],
+    "15_todays_decoder_block": [
+        ('check_cache_70b(cache_bytes_per_token, cache_gib_4096, mha_over_gqa)',  # two slips at once
+         "cache_bytes_per_token = 8 * 128 * 2  # keys only, one layer\n"
+         "cache_gib_4096 = mha_over_gqa = 0",
+         "count both; and that is one layer: the model has 80"),
     ],
     "11_cost_of_attention": [
         ('check_scores_mib(scores_mib, "scores_mib")',
@@ -232,6 +336,15 @@ SLIPS = {
          "        weights /= world_size\n"
          "    return n_parameters * (weights + gradients + optimizer) / 1e9",
          "that is stage 2's answer: stage 1 shards the optimizer state only"),
+        ('check_accumulated(accumulated, "accumulated")',  # divided by every position, padding too
+         "def accumulated(model, micro_batches):\n"
+         "    model.zero_grad(set_to_none=True)\n"
+         "    positions = sum(y.numel() for _, y in micro_batches)\n"
+         "    for x, y in micro_batches:\n"
+         "        F.cross_entropy(model(x).transpose(1, 2), y, ignore_index=-100,\n"
+         "                        reduction='sum').div(positions).backward()\n"
+         "    return {n: p.grad.clone() for n, p in model.named_parameters()}",
+         "divides by every position, padding included"),
     ],
 }
 
@@ -302,3 +415,13 @@ def test_a_named_slip_gets_its_hint(namespaces, chapter, case):
     exec(answer, namespace)
     with pytest.raises(CheckFailed, match=re.escape(hint)):
         exec(call, namespace)
+
+
+def test_each_chapter_is_listed_once():
+    """A chapter written twice in ONE_CALL or SLIPS would silently drop the first list's cases."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("ONE_CALL", "SLIPS"):
+            keys = [key.value for key in node.value.keys]
+            assert len(keys) == len(set(keys)), f"{node.targets[0].id} lists a chapter twice"
+            assert all((ROOT / "chapters" / f"{key}.ipynb").exists() for key in keys)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import math
 import sys
 import textwrap
 import traceback
@@ -10,6 +13,7 @@ from contextlib import contextmanager
 
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
 
 # The characters of output that the book's pages show without cutting a line off (tools/book/page_width.py: a code
 # block holds 79 characters at a window width of 1280 px; printed lines keep a margin).
@@ -73,6 +77,31 @@ class _Unavailable:
         self(attribute)
 
 
+class _Refusing(TorchFunctionMode):
+    """Refuses the PyTorch operations named in ``operations`` while it is active (see :func:`without`)."""
+
+    def __init__(self, name: str, operations: set[str]):
+        super().__init__()
+        self.name, self.operations = name, operations
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        operation = getattr(func, "__name__", "")
+        if operation in self.operations:
+            raise CheckFailed(f"{self.name} calls PyTorch's {operation}, which computes the answer: this exercise "
+                              f"asks you to write it yourself, so the check runs your code without {operation}")
+        return func(*args, **(kwargs or {}))
+
+
+def _owner(method: object) -> type | None:
+    """The class that defines ``method`` as a plain function in its own body (``A.f`` for ``def f`` inside ``class A``),
+    looked up through the module that defines it; None for anything else."""
+    qualname, name = getattr(method, "__qualname__", ""), getattr(method, "__name__", "")
+    if not callable(method) or qualname.count(".") != 1 or isinstance(method, type):
+        return None
+    owner = getattr(sys.modules.get(getattr(method, "__module__", None) or ""), qualname.split(".")[0], None)
+    return owner if isinstance(owner, type) and vars(owner).get(name) is method else None
+
+
 def _qualified(obj: object) -> str:
     """``tfm.positional.RotaryEmbedding``; a notebook's own function as "the chapter's rope_rotate_half"."""
     module = getattr(obj, "__module__", "") or ""
@@ -90,9 +119,15 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
     module), the globals of ``fn`` (the notebook's names, an alias ``f = tfm.X`` included) and ``fn``'s default
     arguments. Everything is restored afterwards. Compute the expected value outside this block.
 
+    An answer given as a string names a PyTorch operation (``"softmax"``, ``"scaled_dot_product_attention"``,
+    ``"repeat_interleave"``): every call of it is refused, however it is spelled (``torch.softmax``, ``F.softmax``,
+    ``x.softmax``, ``nn.Softmax``), because a ``TorchFunctionMode`` sees the calls themselves, not the names.
+
     ``with without(my_answer, tfm.incontext.prefix_matching_scores): got = my_answer(weights, 4)``
     """
     name = name or getattr(fn, "__name__", "your function")
+    operations = {a for a in answers if isinstance(a, str)}
+    answers = tuple(a for a in answers if not isinstance(a, str))
     for obj in answers:  # `my_mask = tfm.padding_mask`, or a functools.partial of it
         if fn is obj or getattr(fn, "func", None) is obj:
             raise CheckFailed(f"{name} is {_qualified(obj)} itself: this exercise asks you to write it yourself")
@@ -100,6 +135,10 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
     namespaces = [vars(module) for key, module in list(sys.modules.items())
                   if module is not None and (key == "tfm" or key.startswith("tfm.") or key == "__main__")]
     namespaces.append(getattr(fn, "__globals__", {}))
+    for obj in answers:  # the module that defines an answer (models.WordPiece through `from tokenizers import models`)
+        home = sys.modules.get(getattr(obj, "__module__", None) or "")
+        if home is not None and getattr(home, getattr(obj, "__name__", ""), None) is obj:
+            namespaces.append(vars(home))
     changed: list[tuple[dict, str, object]] = []
     seen: set[int] = set()
     for namespace in namespaces:
@@ -114,11 +153,16 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
         if isinstance(obj, type) and "forward" in vars(obj):
             changed.append((obj, "forward", vars(obj)["forward"]))
             obj.forward = targets[id(obj)]
+        owner = _owner(obj)  # a method (tfm.bpe.BPETokenizer.split_word): refused on the instances made before too
+        if owner is not None:
+            changed.append((owner, obj.__name__, vars(owner)[obj.__name__]))
+            setattr(owner, obj.__name__, targets[id(obj)])
     defaults = getattr(fn, "__defaults__", None)
     if defaults:
         fn.__defaults__ = tuple(targets.get(id(v), v) for v in defaults)
     try:
-        yield
+        with _Refusing(name, operations) if operations else contextlib.nullcontext():
+            yield
     finally:
         for namespace, key, value in reversed(changed):
             if isinstance(namespace, type):
@@ -167,6 +211,21 @@ def slip_hint(answer: object, slips: dict, otherwise: str) -> str:
         wrong = torch.as_tensor(wrong, dtype=torch.float64)
         if given.shape == wrong.shape and torch.allclose(given, wrong, rtol=1e-3, atol=0.006):
             return _Slip(hint)
+    return otherwise
+
+
+def factor_hint(got: object, expected: float, factors: dict[float, str], otherwise: str, most: int = 3) -> str:
+    """For an answer that is ``expected`` times a product of up to ``most`` of ``factors`` (a slip's factor -> its
+    hint: 1/2 for a key counted without its value), the hints of those slips joined, so that two slips made together
+    are both named; else ``otherwise``."""
+    try:
+        ratio = float(got) / float(expected)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return otherwise
+    for size in range(1, most + 1):
+        for chosen in itertools.combinations(factors.items(), size):
+            if abs(ratio / math.prod(f for f, _ in chosen) - 1) < 1e-3:
+                return _Slip("; and ".join(hint for _, hint in chosen))
     return otherwise
 
 

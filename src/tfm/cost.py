@@ -215,6 +215,30 @@ def score_sized_tensors(fn: Callable[[], object], T: int, S: int, pairs: int = 1
     return result, found
 
 
+def key_length_tensors(fn: Callable[[], object], S: int) -> tuple[object, list[str]]:
+    """Run ``fn()`` and return its result with every PyTorch call that made a new floating-point tensor (not a view of
+    another) whose last dimension holds at least S/2 numbers: for an attention over ``S`` keys whose values are
+    narrower than S/2, a row of scores against (half of) all the keys. Attention split by query rows makes such
+    rows, however few queries each part holds; an online softmax over key blocks of fewer than S/2 keys makes none.
+    Entries read ``"softmax (1, 2, 1, 640)"``."""
+    from torch.overrides import TorchFunctionMode
+
+    class Spy(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in torch.utils._pytree.tree_leaves(out):
+                if (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() > 0 and t._base is None
+                        and 2 * t.shape[-1] >= S):
+                    found.append(f"{getattr(func, '__name__', str(func))} {tuple(t.shape)}")
+            return out
+
+    _check_positive(S=S)
+    found: list[str] = []
+    with Spy():
+        result = fn()
+    return result, found
+
+
 def peak_bytes(fn: Callable[[], object], threads: int | None = None) -> int:
     """The most bytes that PyTorch held on the CPU at any moment while ``fn()`` ran, above what it held before (the
     profiler's allocations and frees, in time order). A training step's peak is where the forward pass has stored
