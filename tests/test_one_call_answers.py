@@ -220,6 +220,9 @@ ONE_CALL = {
 # chapter -> [(the check call, an answer with a slip the chapter's solution names, what the message must say)]
 SLIPS = {
     "14_language_model_of_real_text": [
+        ('check_pp_perplexity(uniform, at_180, per_subword)',  # divided instead of multiplied
+         "uniform, at_180, per_subword = 256, 6.0, 0.9",
+         "a subword stands for two characters"),
         ('check_icl(icl_score, "icl_score")',  # early minus late
          "def icl_score(losses, early, late):\n"
          "    return float(losses[early[0]:early[1]].mean() - losses[late[0]:late[1]].mean())",

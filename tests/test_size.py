@@ -1,7 +1,7 @@
 """tfm stays small enough to read in an afternoon: the reference implementation about 1,700 lines of code, no module
 over 400; the helpers single chapters add (text, cost, vision, tokens, pretraining, and for the part "Language models
 today" the modern block, the count baselines and the in-context measurements) are counted apart, and the whole
-package stays under 4,400 lines."""
+package stays under 4,500 lines."""
 
 from pathlib import Path
 
@@ -19,9 +19,12 @@ def test_modules_are_small():
     assert max(sizes.values()) <= 400, sizes
     core = sum(n for name, n in sizes.items() if name in CORE)
     # 1,650: training gained accumulation, autocast and early stopping (chapters 6 and 16), decoding top-p (chapter 14);
-    # 1,750: check gained page-wide messages and `without` (a one-call answer fails), attention rotary positions
-    assert core <= 1750, f"tfm's core has grown to {core} non-blank lines: {sizes}"
+    # 1,750: check gained page-wide messages and `without` (a one-call answer fails), attention rotary positions;
+    # 1,800: `without` refuses PyTorch operations, methods and classes by their module, factor_hint names two slips,
+    # train uses DDP's no_sync
+    assert core <= 1800, f"tfm's core has grown to {core} non-blank lines: {sizes}"
     # 3,700 for sixteen chapters (pretraining, lm, ngram, incontext, modern and distributed serve chapters 13-16);
     # 4,300 with chapter 14's modified Kneser-Ney, its documentation corpus and the circuits read from weights;
-    # 4,400 with its context-swap control and induction oracle (context_use)
-    assert sum(sizes.values()) <= 4400, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"
+    # 4,400 with its context-swap control and induction oracle (context_use); 4,500 with the refusals above and
+    # chapter 11's watch for rows of scores against all keys (cost.key_length_tensors)
+    assert sum(sizes.values()) <= 4500, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"

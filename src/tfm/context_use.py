@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .lm import token_losses
 
 
 def _check_rows(rows: Tensor, name: str = "rows") -> None:
@@ -36,16 +37,7 @@ def model_row_losses(model: nn.Module, rows: Tensor, batch: int = 64) -> Tensor:
     """Cross-entropy (nats) of each next id of each row under ``model``: ``rows (n, L)`` -> ``(n, L - 1)``, on the
     CPU. The model sees each row on its own, as a count model's :meth:`row_losses` does."""
     _check_rows(rows)
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    out = []
-    for i in range(0, len(rows), batch):
-        chunk = rows[i : i + batch].to(device)  # (b, L)
-        logits = model(chunk[:, :-1])  # (b, L - 1, n_vocab)
-        out.append(F.cross_entropy(logits.transpose(1, 2).float(), chunk[:, 1:], reduction="none").cpu())
-    model.train(was_training)
-    return torch.cat(out)  # (n, L - 1)
+    return token_losses(model, rows[:, :-1], rows[:, 1:], batch)  # (n, L - 1)
 
 
 def swapped(rows: Tensor, donors: Tensor, keep: int, scored: int) -> Tensor:

@@ -125,18 +125,24 @@ def held_out_loss(model: nn.Module, stream: Tensor, length: int, batch: int = 64
     """Mean cross-entropy (nats per token) of ``model`` on consecutive windows of ``stream`` (or windows every
     ``stride`` ids), and its mean at each position of the window ``(T,)``: position t predicts with t + 1 tokens of
     context."""
-    device = next(model.parameters()).device
     x, y = consecutive_windows(stream, length, stride)  # (n, T)
+    per_token = token_losses(model, x, y, batch)  # (n, T)
+    return per_token.mean().item(), per_token.mean(0)
+
+
+def token_losses(model: nn.Module, inputs: Tensor, targets: Tensor, batch: int = 64) -> Tensor:
+    """Cross-entropy (nats) of every target under ``model`` in evaluation mode, ``batch`` rows at a time: inputs and
+    targets ``(n, T)`` -> ``(n, T)``, on the CPU (the model's training mode is restored)."""
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     losses = []
-    for i in range(0, len(x), batch):
-        logits = model(x[i : i + batch].to(device))  # (b, T, n_vocab)
-        losses.append(F.cross_entropy(logits.transpose(1, 2).float(), y[i : i + batch].to(device),
+    for i in range(0, len(inputs), batch):
+        logits = model(inputs[i : i + batch].to(device))  # (b, T, n_vocab)
+        losses.append(F.cross_entropy(logits.transpose(1, 2).float(), targets[i : i + batch].to(device),
                                       reduction="none").cpu())  # (b, T)
     model.train(was_training)
-    per_token = torch.cat(losses)  # (n, T)
-    return per_token.mean().item(), per_token.mean(0)
+    return torch.cat(losses)  # (n, T)
 
 
 def count_model_losses(model: KneserNey, stream: Tensor, length: int, stride: int | None = None) -> Tensor:
