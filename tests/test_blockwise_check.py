@@ -120,4 +120,10 @@ def test_blockwise_answers_pass(chapter, capsys):
                           for i in range(0, q.shape[-2], block)], dim=-2)
 
     check(chapter, tiles)
-    assert capsys.readouterr().out.count("✓") == 2
+
+    def keys_transposed_first(q, k, v, mask, block=128):  # a (d_k, S) copy of the keys is not a row of scores
+        k_t = k.transpose(-2, -1).contiguous()  # (..., d_k, S)
+        return chapter["blockwise_attention_masked_solution"](q, k_t.transpose(-2, -1), v, mask, block)
+
+    check(chapter, keys_transposed_first)
+    assert capsys.readouterr().out.count("✓") == 3

@@ -4,6 +4,8 @@ route a learner would reach it; an answer written by hand passes; everything is 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -88,6 +90,11 @@ def test_the_function_itself_or_a_partial_of_it_fails():
                 answer([WEIGHTS], 4)
 
 
+def _with_torch_functions_off(fn, *args):
+    with torch._C.DisableTorchFunction():  # hides the call from a TorchFunctionMode, not from the kernels below
+        return fn(*args)
+
+
 @pytest.mark.parametrize("spelling", [
     lambda x: torch.softmax(x, 0),
     lambda x: torch.nn.functional.softmax(x, 0),
@@ -95,7 +102,11 @@ def test_the_function_itself_or_a_partial_of_it_fails():
     lambda x: torch.nn.Softmax(dim=0)(x),
     lambda x: torch.special.softmax(x, 0),
     lambda x: torch.log_softmax(x, 0).exp(),
-], ids=["torch", "F", "method", "module", "special", "log"])
+    lambda x: torch.nn.functional.softmin(-x, 0),
+    lambda x: torch.ops.aten._softmax(x, 0, False),
+    lambda x: torch.exp(-torch.nn.functional.cross_entropy(x.expand(3, 3), torch.arange(3), reduction="none")),
+    lambda x: _with_torch_functions_off(torch.softmax, x, 0),
+], ids=["torch", "F", "method", "module", "special", "log", "softmin", "aten", "cross-entropy", "functions-off"])
 def test_a_pytorch_operation_is_refused_however_it_is_spelled(spelling):
     x = torch.tensor([1.0, 2.0, 3.0])
     with pytest.raises(CheckFailed, match="calls PyTorch's .*softmax, which computes the answer"):
@@ -147,3 +158,18 @@ def test_a_class_is_refused_through_the_module_that_defines_it():
         with without(answer, models.WordPiece):
             answer("unable")
     assert answer("unable") == ["un", "##able"]
+
+
+def test_the_answer_is_refused_through_references_kept_before_the_check():
+    import importlib
+
+    import tfm.masks
+
+    kept = [tfm.padding_mask]
+    wrapped = (lambda f: lambda lengths: f(lengths))(tfm.padding_mask)
+    for answer in (lambda lengths: kept[0](lengths), wrapped,
+                   lambda lengths: importlib.reload(tfm.masks).padding_mask(lengths)):
+        with pytest.raises(CheckFailed, match="calls tfm.masks.padding_mask"):
+            with without(answer, tfm.padding_mask):
+                answer([2, 3])
+    assert sys.getprofile() is None and tfm.padding_mask([1]).tolist() == [[True]]

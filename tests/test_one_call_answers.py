@@ -38,6 +38,8 @@ ONE_CALL = {
         ('check_softmax(stable_softmax, "stable_softmax")', "def stable_softmax(s):\n    return s.softmax(dim=0)"),
         ('check_softmax(stable_softmax, "stable_softmax")',
          "def stable_softmax(s):\n    return torch.nn.Softmax(dim=0)(s)"),
+        ('check_softmax(stable_softmax, "stable_softmax")',  # softmin of the negated scores
+         "def stable_softmax(s):\n    return torch.nn.functional.softmin(-s, 0)"),
     ],
     "02_attention_as_matrices": [
         ('check_attention_matrix(attention_matrix, "attention_matrix")',
@@ -117,6 +119,15 @@ ONE_CALL = {
          "    return sum(p.numel() for p in m.parameters())"),
     ],
     "08_inside_bert": [
+        ('check_head_weights(head_weights, "head_weights")',  # what the BERT layer's forward calls
+         "from transformers.models.bert.modeling_bert import eager_attention_forward\n"
+         "def head_weights(X, attention, head):\n"
+         "    cols = slice(head * d_k, (head + 1) * d_k)\n"
+         "    with torch.no_grad():\n"
+         "        q, k = attention.query(X)[:, cols], attention.key(X)[:, cols]\n"
+         "        _, weights = eager_attention_forward(attention, q[None, None], k[None, None], k[None, None],\n"
+         "                                             None, scaling=d_k ** -0.5)\n"
+         "    return weights[0, 0]"),
         ('check_head_weights(head_weights, "head_weights")',  # the BERT layer's own forward pass
          "def head_weights(X, attention, head):\n"
          "    with torch.no_grad():\n"
@@ -209,6 +220,10 @@ ONE_CALL = {
          "def repeat_kv(kv, group):\n    return kv.repeat_interleave(group, dim=1)"),
         ('check_repeat_kv(repeat_kv, "repeat_kv")',
          "def repeat_kv(kv, group):\n    return torch.repeat_interleave(kv, group, 1)"),
+        ('check_repeat_kv(repeat_kv, "repeat_kv")',  # Hugging Face's own, imported
+         "from transformers.models.llama.modeling_llama import repeat_kv"),
+        ('check_repeat_kv(repeat_kv, "repeat_kv")',  # the operator under another spelling
+         "def repeat_kv(kv, group):\n    return torch.ops.aten.repeat_interleave.self_int(kv, group, 1)"),
     ],
     "16_training_beyond_one_device": [
         ('check_zero_gb(zero_gb, "zero_gb")',
@@ -312,6 +327,16 @@ SLIPS = {
          "    out[:, 1::2] = x[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()\n"
          "    return out",
          "the positions must start at start"),
+        ('check_rotate(rotate, "rotate")',  # each pair turned the wrong way
+         "def rotate(x, start=0):\n"
+         "    T, d = x.shape\n"
+         "    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+         "    angle = (torch.arange(start, start + T, dtype=torch.float64)[:, None] * theta).float()\n"
+         "    out = torch.empty_like(x)\n"
+         "    out[:, 0::2] = x[:, 0::2] * angle.cos() + x[:, 1::2] * angle.sin()\n"
+         "    out[:, 1::2] = -x[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()\n"
+         "    return out",
+         "turns each pair the wrong way"),
     ],
     "15_todays_decoder_block": [
         ('check_cache_70b(cache_bytes_per_token, cache_gib_4096, mha_over_gqa)',  # two slips at once

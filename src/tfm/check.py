@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import math
 import sys
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # The characters of output that the book's pages show without cutting a line off (tools/book/page_width.py: a code
 # block holds 79 characters at a window width of 1280 px; printed lines keep a margin).
@@ -77,19 +79,59 @@ class _Unavailable:
         self(attribute)
 
 
+def _refused(operation: str, operations: set[str]) -> bool:
+    """Whether ``operation`` (``softmax``, ``_softmax.default``, ``repeat_interleave.self_int``) is one of, or a
+    variant of, ``operations``: its name without the overload and the leading underscores starts with one of them."""
+    base = operation.split(".")[0].lstrip("_")
+    return any(base.startswith(name.lstrip("_")) for name in operations)
+
+
 class _Refusing(TorchFunctionMode):
-    """Refuses the PyTorch operations named in ``operations`` while it is active (see :func:`without`)."""
+    """Refuses the PyTorch operations named in ``operations`` while it is active (see :func:`without`), as they are
+    called (``torch.softmax``, ``F.softmin``, ``torch.ops.aten._softmax``)."""
 
     def __init__(self, name: str, operations: set[str]):
         super().__init__()
         self.name, self.operations = name, operations
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        operation = getattr(func, "__name__", "")
-        if operation in self.operations:
-            raise CheckFailed(f"{self.name} calls PyTorch's {operation}, which computes the answer: this exercise "
-                              f"asks you to write it yourself, so the check runs your code without {operation}")
+        _refuse(self.name, getattr(func, "__name__", ""), self.operations)
         return func(*args, **(kwargs or {}))
+
+
+class _RefusingKernels(TorchDispatchMode):
+    """The same below every spelling, at the operators that do the arithmetic (``aten._softmax`` for ``F.softmin``,
+    ``cross_entropy`` or a call with torch functions disabled)."""
+
+    def __init__(self, name: str, operations: set[str]):
+        super().__init__()
+        self.name, self.operations = name, operations
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        _refuse(self.name, func.overloadpacket.__name__, self.operations)
+        return func(*args, **(kwargs or {}))
+
+
+def _refuse(name: str, operation: str, operations: set[str]) -> None:
+    if _refused(operation, operations):
+        shown = operation.split(".")[0]
+        raise CheckFailed(f"{name} calls PyTorch's {shown}, which computes the answer: this exercise asks you to "
+                          f"write it yourself, so the check runs your code without {shown}")
+
+
+def _answer_codes(answers: Sequence[object]) -> dict:
+    """The code objects of the answers written in Python (a class: its own functions), each with the answer's name."""
+    codes = {}
+    for obj in answers:
+        obj = inspect.unwrap(getattr(obj, "func", obj))  # a functools.partial; a decorated function's own code
+        functions = vars(obj).values() if isinstance(obj, type) else [obj]
+        for function in functions:
+            if isinstance(function, _Unavailable):
+                continue
+            code = getattr(getattr(function, "__func__", function), "__code__", None)  # staticmethod, classmethod
+            if code is not None:
+                codes[code] = _qualified(obj)
+    return codes
 
 
 def _owner(method: object) -> type | None:
@@ -128,6 +170,7 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
     name = name or getattr(fn, "__name__", "your function")
     operations = {a for a in answers if isinstance(a, str)}
     answers = tuple(a for a in answers if not isinstance(a, str))
+    codes = _answer_codes(answers)  # before any name is replaced by a stand-in
     for obj in answers:  # `my_mask = tfm.padding_mask`, or a functools.partial of it
         if fn is obj or getattr(fn, "func", None) is obj:
             raise CheckFailed(f"{name} is {_qualified(obj)} itself: this exercise asks you to write it yourself")
@@ -160,10 +203,24 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
     defaults = getattr(fn, "__defaults__", None)
     if defaults:
         fn.__defaults__ = tuple(targets.get(id(v), v) for v in defaults)
+    previous = sys.getprofile()
+
+    def refuse_code(frame, event, arg):  # the answers' own code, however it is reached (a closure, a list, a reload)
+        if event == "call" and frame.f_code in codes:
+            raise CheckFailed(f"{name} calls {codes[frame.f_code]}, which computes the answer: this exercise asks "
+                              f"you to write it yourself, so the check runs your code without it")
+
     try:
-        with _Refusing(name, operations) if operations else contextlib.nullcontext():
+        with contextlib.ExitStack() as refusing:
+            if operations:
+                refusing.enter_context(_RefusingKernels(name, operations))
+                refusing.enter_context(_Refusing(name, operations))
+            if codes:
+                sys.setprofile(refuse_code)
             yield
     finally:
+        if codes:
+            sys.setprofile(previous)
         for namespace, key, value in reversed(changed):
             if isinstance(namespace, type):
                 setattr(namespace, key, value)

@@ -215,12 +215,13 @@ def score_sized_tensors(fn: Callable[[], object], T: int, S: int, pairs: int = 1
     return result, found
 
 
-def key_length_tensors(fn: Callable[[], object], S: int) -> tuple[object, list[str]]:
+def key_length_tensors(fn: Callable[[], object], T: int, S: int) -> tuple[object, list[str]]:
     """Run ``fn()`` and return its result with every PyTorch call that made a new floating-point tensor (not a view of
-    another) whose last dimension holds at least S/2 numbers: for an attention over ``S`` keys whose values are
-    narrower than S/2, a row of scores against (half of) all the keys. Attention split by query rows makes such
-    rows, however few queries each part holds; an online softmax over key blocks of fewer than S/2 keys makes none.
-    Entries read ``"softmax (1, 2, 1, 640)"``."""
+    another) that could be rows of scores against (half of) all ``S`` keys, for ``T`` queries: its last dimension holds
+    at least S/2 numbers and it has at most T rows (the dimension before the last). Attention split by query rows
+    makes such rows, however few queries each part holds; an online softmax over key blocks of fewer than S/2 keys
+    makes none. Choose T below the width of the keys, so that the keys transposed, (d_k, S), are not taken for
+    scores. Entries read ``"softmax (1, 2, 1, 640)"``."""
     from torch.overrides import TorchFunctionMode
 
     class Spy(TorchFunctionMode):
@@ -228,11 +229,11 @@ def key_length_tensors(fn: Callable[[], object], S: int) -> tuple[object, list[s
             out = func(*args, **(kwargs or {}))
             for t in torch.utils._pytree.tree_leaves(out):
                 if (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dim() > 0 and t._base is None
-                        and 2 * t.shape[-1] >= S):
+                        and 2 * t.shape[-1] >= S and (t.dim() == 1 or t.shape[-2] <= T)):
                     found.append(f"{getattr(func, '__name__', str(func))} {tuple(t.shape)}")
             return out
 
-    _check_positive(S=S)
+    _check_positive(T=T, S=S)
     found: list[str] = []
     with Spy():
         result = fn()
