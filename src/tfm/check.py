@@ -163,7 +163,9 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
 
     An answer given as a string names a PyTorch operation (``"softmax"``, ``"scaled_dot_product_attention"``,
     ``"repeat_interleave"``): every call of it is refused, however it is spelled (``torch.softmax``, ``F.softmax``,
-    ``x.softmax``, ``nn.Softmax``), because a ``TorchFunctionMode`` sees the calls themselves, not the names.
+    ``x.softmax``, ``nn.Softmax``), because a ``TorchFunctionMode`` sees the calls themselves, not the names, and a
+    ``TorchDispatchMode`` the kernels under them (``F.softmin`` reaches ``aten._softmax``). The answers' own Python code
+    is refused when it runs, however it was reached (a profile hook on their code objects).
 
     ``with without(my_answer, tfm.incontext.prefix_matching_scores): got = my_answer(weights, 4)``
     """
