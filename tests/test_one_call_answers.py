@@ -98,6 +98,11 @@ ONE_CALL = {
          "    twin = type(layer)(16, 4, 32, dropout=0.0, norm_first=True).eval()\n"
          "    twin.load_state_dict(layer.state_dict())\n"
          "    return twin(x)[0]"),
+        ('check_pre_ln(pre_ln_forward, "pre_ln_forward")',  # the library's own pre-LN step, twice
+         "def pre_ln_forward(layer, x):\n"
+         "    from tfm.layers import residual\n"
+         "    h = residual(x, lambda v: layer.self_attn(v)[0], layer.norm1, layer.dropout1, True)\n"
+         "    return residual(h, layer.ff, layer.norm2, layer.dropout2, True)"),
     ],
     "07_encoder_decoder": [
         ('check_greedy(greedy_by_hand, "greedy_by_hand")',
@@ -234,6 +239,15 @@ ONE_CALL = {
 
 # chapter -> [(the check call, an answer with a slip the chapter's solution names, what the message must say)]
 SLIPS = {
+    "06_transformer_block": [
+        ('check_order_flip(order_flip_rate, "order_flip_rate")',  # counts the logits that change
+         "def order_flip_rate(model, strings):\n"
+         "    rotated = [s[1:] + s[0] for s in strings]\n"
+         "    before = model(encode(strings).to(device))\n"
+         "    after = model(encode(rotated).to(device))\n"
+         "    return (before != after).any(-1).float().mean().item()",
+         "not the logits or one class"),
+    ],
     "14_language_model_of_real_text": [
         ('check_pp_perplexity(uniform, at_180, per_subword)',  # divided instead of multiplied
          "uniform, at_180, per_subword = 256, 6.0, 0.9",
@@ -353,6 +367,10 @@ SLIPS = {
          "def scores_mib(n, heads, layers, batch, bytes_per_number):  # the layers left out\n"
          "    return heads * batch * n * n * bytes_per_number / 2**20",
          "every layer keeps its own weights"),
+        ('check_scores_mib(scores_mib, "scores_mib")',
+         "def scores_mib(n, heads, layers, batch, bytes_per_number):  # both left out, in MB\n"
+         "    return batch * n * n * bytes_per_number / 1e6",
+         "MB (10**6 bytes): a MiB is 2**20 bytes; and every layer keeps its own weights; and every head"),
     ],
     "16_training_beyond_one_device": [
         ('check_zero_gb(zero_gb, "zero_gb")',
