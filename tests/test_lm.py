@@ -147,6 +147,32 @@ def test_train_on_stream_ends_at_final_lr_and_names_bad_sizes():
         train_on_stream(model, stream[:300], stream[300:], steps=0, length=16)
 
 
+def test_train_on_stream_decay_vectors_false_decays_the_matrices_only():
+    # one step of three runs from the same start and batch (so the same gradients): weight decay everywhere, on the
+    # matrices only, nowhere. Without decay on the vectors, the norm gains and biases move as if there were no
+    # decay, the matrices as with it
+    from tfm.lm import train_on_stream
+
+    stream = torch.randint(0, 12, (400,), generator=torch.Generator().manual_seed(0))
+    ends = {}
+    for name, weight_decay, decay_vectors in [("all", 5.0, True), ("matrices", 5.0, False), ("none", 0.0, True)]:
+        tfm.seed_everything(0)
+        model = tfm.CausalLM(12, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_len=16)
+        train_on_stream(model, stream[:300], stream[300:], steps=1, length=16, batch=4, lr=1e-2,
+                        weight_decay=weight_decay, decay_vectors=decay_vectors, eval_every=1,
+                        generator=torch.Generator().manual_seed(1))
+        ends[name] = dict(model.named_parameters())
+    vectors = [n for n, p in ends["all"].items() if p.dim() == 1]
+    matrices = [n for n, p in ends["all"].items() if p.dim() > 1]
+    assert vectors and matrices
+    for n in vectors:  # norm gains and biases: untouched by the decay
+        assert torch.equal(ends["matrices"][n], ends["none"][n]), n
+    gains = [n for n in vectors if "norm" in n and n.endswith("weight")]  # they start at 1: decay moves them
+    assert gains and all(not torch.equal(ends["all"][n], ends["none"][n]) for n in gains)
+    for n in matrices:
+        assert torch.equal(ends["matrices"][n], ends["all"][n]), n
+
+
 def test_train_on_stream_keep_best_ends_on_the_lowest_held_out_loss():
     from tfm.lm import held_out_loss, train_on_stream
 

@@ -1,7 +1,7 @@
 """tfm stays small enough to read in an afternoon: the reference implementation about 1,700 lines of code, no module
 over 400; the helpers single chapters add (text, cost, vision, tokens, pretraining, and for the part "Language models
 today" the modern block, the count baselines and the in-context measurements) are counted apart, and the whole
-package stays under 4,500 lines."""
+package stays under 4,520 lines."""
 
 from pathlib import Path
 
@@ -27,5 +27,6 @@ def test_modules_are_small():
     # 3,700 for sixteen chapters (pretraining, lm, ngram, incontext, modern and distributed serve chapters 13-16);
     # 4,300 with chapter 14's modified Kneser-Ney, its documentation corpus and the circuits read from weights;
     # 4,400 with its context-swap control and induction oracle (context_use); 4,500 with the refusals above and
-    # chapter 11's watch for rows of scores against all keys (cost.key_length_tensors)
-    assert sum(sizes.values()) <= 4500, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"
+    # chapter 11's watch for rows of scores against all keys (cost.key_length_tensors); 4,520 with train_on_stream's
+    # weight decay kept off norm gains and biases (chapter 15's comparison)
+    assert sum(sizes.values()) <= 4520, f"tfm has grown to {sum(sizes.values())} non-blank lines: {sizes}"

@@ -168,34 +168,38 @@ def count_model_losses(model: KneserNey, stream: Tensor, length: int, stride: in
 def train_lm(model: nn.Module, data: CorpusLM, steps: int, length: int = 128, batch: int = 16, lr: float = 3e-3,
              weight_decay: float = 0.1, warmup: float = 0.1, generator: torch.Generator | None = None,
              eval_every: int = 100, time_limit: float | None = None,
-             repeat_share: float = 0.0) -> dict[str, list[float]]:
+             repeat_share: float = 0.0, decay_vectors: bool = True) -> dict[str, list[float]]:
     """Train ``model`` on random windows of ``data.train`` with AdamW and a one-cycle schedule (linear warm-up over
     the first ``warmup`` share of the steps, then cosine decay), measuring the held-out loss every ``eval_every``
     steps. With ``repeat_share > 0`` that share of the windows repeats a span (:func:`repeated_span_windows`).
     Returns :func:`tfm.train`'s history (``loss``, ``eval_step``, ``eval_loss``, ...)."""
     return train_on_stream(model, data.train, data.held_out, steps, length=length, batch=batch, lr=lr,
                            weight_decay=weight_decay, warmup=warmup, generator=generator, eval_every=eval_every,
-                           time_limit=time_limit, repeat_share=repeat_share)
+                           time_limit=time_limit, repeat_share=repeat_share, decay_vectors=decay_vectors)
 
 
 def train_on_stream(model: nn.Module, train_ids: Tensor, held_out: Tensor, steps: int, length: int = 128,
                     batch: int = 16, lr: float = 3e-3, weight_decay: float = 0.1, warmup: float = 0.1,
                     generator: torch.Generator | None = None, eval_every: int = 100, time_limit: float | None = None,
-                    repeat_share: float = 0.0, betas: tuple[float, float] = (0.9, 0.999),
-                    final_lr: float | None = None, keep_best: bool = False,
-                    autocast: torch.dtype | None = None) -> dict[str, list[float]]:
+                    repeat_share: float = 0.0, betas: tuple[float, float] = (0.9, 0.999), final_lr: float | None = None,
+                    keep_best: bool = False, autocast: torch.dtype | None = None,
+                    decay_vectors: bool = True) -> dict[str, list[float]]:
     """:func:`train_lm` on any stream of ids: random windows of ``train_ids (N,)``, the held-out loss measured on
     consecutive windows of ``held_out (M,)``. ``final_lr`` (default: the schedule's own, ``lr / 10**4``) is the rate
     the cosine decay ends at. With ``keep_best``, the model ends with the weights of its lowest held-out loss (early
     stopping: a run on a small training text that begins to memorise it keeps its best point), and
-    ``history["best_step"]`` says which measurement that was. ``autocast`` is :func:`tfm.train`'s."""
+    ``history["best_step"]`` says which measurement that was. ``autocast`` is :func:`tfm.train`'s. ``decay_vectors``
+    False decays the matrices only, not norm gains and biases (as GPT-2-style recipes do)."""
     if steps < 1 or length < 1 or batch < 1:
         raise ValueError(f"steps, length and batch must be >= 1, got {steps}, {length}, {batch}")
     if len(train_ids) <= length + 1 or len(held_out) <= length + 1:
         raise ValueError(f"the streams ({len(train_ids):,} and {len(held_out):,} ids) must be longer than one window "
                          f"of {length} + 1")
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=betas)
+    kept = [p for p in model.parameters() if p.dim() <= 1 and not decay_vectors]  # norm gains, biases: no decay
+    decayed = [p for p in model.parameters() if p.dim() > 1 or decay_vectors]
+    groups = [{"params": decayed}, {"params": kept, "weight_decay": 0.0}]  # an empty group is allowed
+    optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=weight_decay, betas=betas)
     schedule = {} if final_lr is None else {"final_div_factor": (lr / 25) / final_lr}  # OneCycleLR starts at lr / 25
     scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=steps, pct_start=warmup,
                                                     cycle_momentum=False, **schedule)

@@ -18,7 +18,8 @@ the notebook is
 executed from a copy, up to its last claim, with TFM_SEED_OFFSET=k (every `tfm.seed_everything` and `tfm.generator`
 seed shifts by k; the data sets stay the same), and the values are read back. Errors do not stop a run: a seed that
 breaks a notebook's assertion is recorded as such. The table gives each claim's range over all runs and whether the
-bound held in every run, with the machine and the date.
+bound held in every run, with the machine and the date. Each notebook runs with one thread (OMP_NUM_THREADS=1,
+as `make test` runs them) unless the environment sets another count.
 """
 
 from __future__ import annotations
@@ -179,7 +180,9 @@ def main() -> int:
     runs = []
     started = datetime.datetime.now(datetime.timezone.utc)
     for name in args.paths:
-        env = {**os.environ, **PATHS[name]}
+        # one thread per kernel unless told otherwise: two sweeps side by side with the default count ran 7-10 times
+        # slower each (threads oversubscribed), and the count changes the bits of some chapters' training
+        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **os.environ, **PATHS[name]}
         command = [sys.executable, "-m", "tools.book.robustness", "--worker", name, "--seeds", str(args.seeds),
                    "--chapters", *[p.stem[:2] for p in paths]]
         with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT) as process:
