@@ -188,8 +188,8 @@ def train_on_stream(model: nn.Module, train_ids: Tensor, held_out: Tensor, steps
     consecutive windows of ``held_out (M,)``. ``final_lr`` (default: the schedule's own, ``lr / 10**4``) is the rate
     the cosine decay ends at. With ``keep_best``, the model ends with the weights of its lowest held-out loss (early
     stopping: a run on a small training text that begins to memorise it keeps its best point), and
-    ``history["best_step"]`` says which measurement that was. ``autocast`` is :func:`tfm.train`'s. ``decay_vectors``
-    False decays the matrices only, not norm gains and biases (as GPT-2-style recipes do)."""
+    ``history["best_step"]`` says which measurement that was. ``autocast`` is :func:`tfm.train`'s. With
+    ``decay_vectors=False`` only the matrices decay, not norm gains and biases (as GPT-2-style recipes do)."""
     if steps < 1 or length < 1 or batch < 1:
         raise ValueError(f"steps, length and batch must be >= 1, got {steps}, {length}, {batch}")
     if len(train_ids) <= length + 1 or len(held_out) <= length + 1:
