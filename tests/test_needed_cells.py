@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from tools.course.needed_cells import needed_cells
@@ -35,3 +37,15 @@ def test_a_cell_that_cannot_be_parsed_is_kept_and_bad_indices_are_named():
 def test_a_local_name_of_a_function_is_not_wanted_from_earlier_cells():
     cells = ["x = 1", "def f(y):\n    x = y + 1\n    return x", "f(2)"]
     assert needed_cells(cells, required={2}) == {1, 2}
+
+
+def test_a_line_that_continues_an_expression_with_modulo_is_python_not_a_magic():
+    # `(a\n % 7)` parses as it stands; only a cell that is not Python has its % and ! lines read as IPython's
+    from tools.course.tampering import _parse
+
+    continued = "x = 3\norder = (x * 2\n         % 7) / 7\n"
+    assert _parse(continued) is not None and "order" in {n.id for n in ast.walk(_parse(continued))
+                                                          if isinstance(n, ast.Name)}
+    assert needed_cells(["data = 1", "def f(y):\n    return (y * data\n            % 7)", "f(2)"], {2}) == {0, 1, 2}
+    magic = "%matplotlib inline\nx = 1\n"
+    assert _parse(magic) is not None  # the magic line dropped, the rest read

@@ -87,6 +87,10 @@ def _root(node: ast.AST) -> str | None:
 
 
 def _parse(source: str) -> ast.AST | None:
+    try:  # Python as it stands: a line that starts with % may continue an expression (`x = (a\n % 7)`)
+        return ast.parse(source)
+    except SyntaxError:
+        pass
     lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]  # IPython magics
     try:
         return ast.parse("\n".join(lines))
