@@ -24,6 +24,7 @@ from tools.book.exercises import (
     find_exercises,
     in_solutions,
     is_marker,
+    parse_cell,
     tags,
     used_names,
 )
@@ -182,7 +183,7 @@ def written_answers(source: str) -> list[str]:
     passed positionally (``check_answer(x, 64.0)``) or by ``expected=``, a number in a comparison or in arithmetic
     (``4096**2``) is reported. The expected value is computed instead, from the chapter's objects or from ``tfm``,
     usually inside a check function defined in a folded cell above."""
-    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    tree = parse_cell(source)
     allowed: set[int] = set()  # ids of the nodes inside an allowed keyword value or inside square brackets
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg not in (None, "expected"):

@@ -86,9 +86,16 @@ def in_solutions(cells: list) -> set[int]:
     return indices
 
 
-def _parse(source: str) -> ast.Module:
-    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
-    return ast.parse("\n".join(lines))
+def parse_cell(source: str) -> ast.Module:
+    """A code cell as Python: as it stands if it parses (a line that starts with % may continue an expression,
+    `x = (a\n % 7)`), else with its IPython magic and shell lines (those starting with % or !) left out. The one
+    reading of a cell that the book's tools and the grader share; a cell that is not Python either way raises
+    SyntaxError."""
+    try:
+        return ast.parse(source)
+    except SyntaxError:
+        lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+        return ast.parse("\n".join(lines))
 
 
 def bound_names(source: str) -> set[str]:
@@ -108,19 +115,19 @@ def bound_names(source: str) -> set[str]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(_parse(source))
+    visit(parse_cell(source))
     return names
 
 
 def used_names(source: str) -> set[str]:
     """Every name a cell reads."""
-    return {n.id for n in ast.walk(_parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast.walk(parse_cell(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def called_names(source: str) -> set[str]:
     """Names of the functions a cell calls (``f(...)`` and ``obj.f(...)`` give ``f``)."""
     called = set()
-    for node in ast.walk(_parse(source)):
+    for node in ast.walk(parse_cell(source)):
         if isinstance(node, ast.Call):
             func = node.func
             called.add(func.id if isinstance(func, ast.Name) else getattr(func, "attr", ""))

@@ -26,6 +26,8 @@ from __future__ import annotations
 import ast
 import re
 
+from tools.book.exercises import parse_cell
+
 FORBIDDEN_CALLS = {"setattr", "delattr", "globals", "locals", "vars", "exec", "eval", "compile", "__import__", "open",
                    "get_ipython", "breakpoint"}
 HISTORY = re.compile(r"^(In|Out|_ih|_oh|_dh|_i+|_i\d+|_\d+|__+)$")  # IPython's record of the notebook's cells
@@ -87,13 +89,8 @@ def _root(node: ast.AST) -> str | None:
 
 
 def _parse(source: str) -> ast.AST | None:
-    try:  # Python as it stands: a line that starts with % may continue an expression (`x = (a\n % 7)`)
-        return ast.parse(source)
-    except SyntaxError:
-        pass
-    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]  # IPython magics
-    try:
-        return ast.parse("\n".join(lines))
+    try:  # the book's one reading of a cell (tools.book.exercises.parse_cell)
+        return parse_cell(source)
     except SyntaxError:
         return None  # the cell fails when it runs, and its exercise with it
 
