@@ -59,8 +59,8 @@ def refuse_bad_arguments(parser: argparse.ArgumentParser, args: argparse.Namespa
     if not args.lr > 0:
         parser.error(f"--lr must be positive, got {args.lr}")
     if args.autocast == "fp16" and not torch.cuda.is_available():
-        parser.error("--autocast fp16 needs a CUDA GPU (float16 training needs its gradient scaler there); "
-                     "use --autocast bf16 on the CPU")
+        parser.error("--autocast fp16 is for a CUDA GPU (on the CPU, float16 gains no speed and needs a gradient "
+                     "scaler, which bfloat16 does not); use --autocast bf16 on the CPU")
 
 
 RECIPE = ("steps", "batch", "length", "accumulation", "lr", "d_model", "layers", "merges", "autocast", "seed")
@@ -166,7 +166,7 @@ def main() -> None:
             print(f"resumed from {args.checkpoint} after step {done}")
     end = min(args.steps, args.stop_after or args.steps)
     every = args.save_every or max(1, args.steps // 10)
-    started = time.perf_counter()
+    started, first = time.perf_counter(), done  # a resumed run times only the steps it takes
     while done < end:
         chunk = min(end - done, every) if args.checkpoint else end - done
         history = tfm.train(trained, next_batch, loss_step, optimizer, chunk, scheduler=scheduler,
@@ -186,7 +186,7 @@ def main() -> None:
         else:
             loss, _ = held_out_loss(model, data.held_out, args.length)
             print(f"{world_size} process(es), {args.steps} steps of {args.batch} windows of {args.length} tokens "
-                  f"in {seconds:.1f} s: training loss {losses[-1]:.4f}, held-out loss {loss:.4f} nats per token "
+                  f"({done - first} of them in this run, {seconds:.1f} s): training loss {losses[-1]:.4f}, held-out loss {loss:.4f} nats per token "
                   f"(perplexity {torch.tensor(loss).exp():.1f})")
             if args.out:
                 torch.save(model.state_dict(), args.out)
