@@ -229,11 +229,23 @@ ONE_CALL = {
          "from transformers.models.llama.modeling_llama import repeat_kv"),
         ('check_repeat_kv(repeat_kv, "repeat_kv")',  # the operator under another spelling
          "def repeat_kv(kv, group):\n    return torch.ops.aten.repeat_interleave.self_int(kv, group, 1)"),
+        ('check_repeat_kv(repeat_kv, "repeat_kv")',  # another model's copy of Hugging Face's function
+         "from transformers.models.mistral.modeling_mistral import repeat_kv"),
     ],
     "16_training_beyond_one_device": [
         ('check_zero_gb(zero_gb, "zero_gb")',
          "def zero_gb(n_parameters, world_size, stage):\n"
          "    return tfm.distributed.zero_memory_per_device(n_parameters, world_size, stage) / 1e9"),
+        ('check_accumulated(accumulated, "accumulated")',  # tfm.train's accumulation with a step that moves nothing
+         "def accumulated(model, micro_batches):\n"
+         "    batches = iter(micro_batches)\n"
+         "    def summed(model, batch):\n"
+         "        x, y = batch\n"
+         "        return F.cross_entropy(model(x).transpose(1, 2), y, ignore_index=-100, reduction='sum')\n"
+         "    tfm.train(model, lambda: next(batches), summed, torch.optim.SGD(model.parameters(), lr=0.0),\n"
+         "              steps=1, clip_norm=None, accumulation=len(micro_batches),\n"
+         "              items=lambda b: int((b[1] != -100).sum()))\n"
+         "    return {n: p.grad.clone() for n, p in model.named_parameters()}"),
     ],
 }
 
@@ -357,6 +369,18 @@ SLIPS = {
          "cache_bytes_per_token = 8 * 128 * 2  # keys only, one layer\n"
          "cache_gib_4096 = mha_over_gqa = 0",
          "count both; and that is one layer: the model has 80"),
+        ('check_gqa_from_mha(gqa_from_mha, "gqa_from_mha")',
+         "def gqa_from_mha(mha, n_kv_heads):  # the default rotary positions, not the layer's\n"
+         "    group, d_k, d_model = mha.n_heads // n_kv_heads, mha.d_k, mha.d_model\n"
+         "    gqa = GroupedQueryAttention(d_model, mha.n_heads, n_kv_heads, max_len=mha.rope.max_len)\n"
+         "    with torch.no_grad():\n"
+         "        gqa.q_proj.weight.copy_(mha.q_proj.weight)\n"
+         "        gqa.o_proj.weight.copy_(mha.o_proj.weight)\n"
+         "        for part in ('k_proj', 'v_proj'):\n"
+         "            rows = getattr(mha, part).weight.view(n_kv_heads, group, d_k, d_model)\n"
+         "            getattr(gqa, part).weight.copy_(rows.mean(dim=1).reshape(n_kv_heads * d_k, d_model))\n"
+         "    return gqa",
+         "with that layer's rotary positions"),
     ],
     "11_cost_of_attention": [
         ('check_scores_mib(scores_mib, "scores_mib")',
@@ -371,6 +395,31 @@ SLIPS = {
          "def scores_mib(n, heads, layers, batch, bytes_per_number):  # both left out, in MB\n"
          "    return batch * n * n * bytes_per_number / 1e6",
          "MB (10**6 bytes): a MiB is 2**20 bytes; and every layer keeps its own weights; and every head"),
+        ('check_scores_mib(scores_mib, "scores_mib")',
+         "def scores_mib(n, heads, layers, batch, bytes_per_number):  # float32 taken for granted\n"
+         "    return layers * batch * heads * n * n * 4 / 2**20",
+         "use bytes_per_number as given"),
+        ('check_cache(cache_gib, None)',
+         "def cache_gib(positions, batch):  # the keys only\n"
+         "    return 32 * batch * positions * 4096 * 2 / 2**30",
+         "keys and values: the cache holds both"),
+        ('check_blockwise_masked(blockwise, "blockwise")',
+         "def blockwise(q, k, v, mask, block):  # the online softmax, with the keys where the values belong\n"
+         "    top = torch.full(q.shape[:-1] + (1,), float('-inf'))\n"
+         "    total = torch.zeros(q.shape[:-1] + (1,))\n"
+         "    out = torch.zeros(q.shape[:-1] + (k.shape[-1],))\n"
+         "    for s in range(0, k.shape[2], block):\n"
+         "        scores = q @ k[:, :, s:s + block].transpose(-2, -1) / q.shape[-1] ** 0.5\n"
+         "        scores = scores.masked_fill(~mask[:, s:s + block], float('-inf'))\n"
+         "        new_top = torch.maximum(top, scores.amax(-1, keepdim=True))\n"
+         "        safe = torch.where(torch.isinf(new_top), torch.zeros_like(new_top), new_top)\n"
+         "        weights = torch.exp(scores - safe)\n"
+         "        shrink = torch.exp(torch.where(torch.isinf(top), torch.full_like(top, -1e30), top - safe))\n"
+         "        total = total * shrink + weights.sum(-1, keepdim=True)\n"
+         "        out = out * shrink + weights @ k[:, :, s:s + block]\n"
+         "        top = new_top\n"
+         "    return out / total.clamp_min(1e-30)",
+         "blockwise (causal mask"),
     ],
     "16_training_beyond_one_device": [
         ('check_zero_gb(zero_gb, "zero_gb")',
@@ -391,6 +440,28 @@ SLIPS = {
          "                        reduction='sum').div(positions).backward()\n"
          "    return {n: p.grad.clone() for n, p in model.named_parameters()}",
          "divides by every position, padding included"),
+        ('check_accumulated(accumulated, "accumulated")',  # one pass over the whole batch: nothing accumulated
+         "def accumulated(model, micro_batches):\n"
+         "    model.zero_grad(set_to_none=True)\n"
+         "    x = torch.cat([b[0] for b in micro_batches])\n"
+         "    y = torch.cat([b[1] for b in micro_batches])\n"
+         "    F.cross_entropy(model(x).transpose(1, 2), y, ignore_index=-100).backward()\n"
+         "    return {n: p.grad.clone() for n, p in model.named_parameters()}",
+         "run it once per micro-batch"),
+        ('check_accumulated(accumulated, "accumulated")',  # the right sum, on top of an earlier step's gradients
+         "def accumulated(model, micro_batches):\n"
+         "    total = sum(int((y != -100).sum()) for _, y in micro_batches)\n"
+         "    for x, y in micro_batches:\n"
+         "        F.cross_entropy(model(x).transpose(1, 2), y, ignore_index=-100,\n"
+         "                        reduction='sum').div(total).backward()\n"
+         "    return {n: p.grad.clone() for n, p in model.named_parameters()}",
+         "zero them first"),
+        ('check_zero_gb(zero_gb, "zero_gb")',  # in GiB
+         "def zero_gb(n_parameters, world_size, stage):\n"
+         "    shards = [(2, 2, 12), (2, 2, 12 / world_size), (2, 2 / world_size, 12 / world_size),\n"
+         "              (2 / world_size, 2 / world_size, 12 / world_size)][stage]\n"
+         "    return n_parameters * sum(shards) / 2**30",
+         "that is in GiB"),
     ],
 }
 
