@@ -251,6 +251,40 @@ ONE_CALL = {
 
 # chapter -> [(the check call, an answer with a slip the chapter's solution names, what the message must say)]
 SLIPS = {
+    "03_multi_head_attention": [
+        ('check_qkv(qkv_fixed, "qkv_fixed")',  # the bug itself: one projection for all three
+         "def qkv_fixed(x, W_in):\n"
+         "    q = x @ W_in[:x.shape[-1]].T\n"
+         "    return q, q, q",
+         "makes the keys with the query projection"),
+        ('check_qkv(qkv_fixed, "qkv_fixed")',  # the whole fixed layer pasted in: not what this exercise asks
+         "def qkv_fixed(x, W_in, W_out, h, mask=None):\n"
+         "    B, T, d = x.shape\n"
+         "    q, k, v = (x @ W_in[i * d:(i + 1) * d].T for i in range(3))\n"
+         "    q, k, v = (t.view(B, T, h, d // h).transpose(1, 2) for t in (q, k, v))\n"
+         "    return tfm.attention(q, k, v, mask=mask)[0].transpose(1, 2).reshape(B, T, d) @ W_out.T",
+         "qkv_fixed raised TypeError"),
+        ('check_heads(split_heads, merge_heads, ("split_heads", "merge_heads"))',  # reshape twice: the same bug
+         "def split_heads(t, h):\n"
+         "    B, T, d = t.shape\n"
+         "    return t.reshape(B, T, h, d // h).reshape(B, h, T, d // h)\n"
+         "def merge_heads(z):\n"
+         "    B, h, T, d_k = z.shape\n"
+         "    return z.transpose(1, 2).reshape(B, T, h * d_k)",
+         "split_heads reshapes (B, T, d_model) straight to (B, h, T, d_k)"),
+        ('check_heads(split_heads, merge_heads, ("split_heads", "merge_heads"))',  # the split fixed, the merge not
+         "def split_heads(t, h):\n"
+         "    B, T, d = t.shape\n"
+         "    return t.view(B, T, h, d // h).transpose(1, 2)\n"
+         "def merge_heads(z):\n"
+         "    B, h, T, d_k = z.shape\n"
+         "    return z.reshape(B, T, h * d_k)",
+         "merge_heads reshapes (B, h, T, d_k) straight to (B, T, d_model)"),
+        ('check_combine(combine_heads, "combine_heads")',  # the bug: the heads summed through one block
+         "def combine_heads(z, W_out):\n"
+         "    return z.sum(dim=1) @ W_out[:, :z.shape[-1]].T",
+         "through one block"),
+    ],
     "06_transformer_block": [
         ('check_order_flip(order_flip_rate, "order_flip_rate")',  # counts the logits that change
          "def order_flip_rate(model, strings):\n"
