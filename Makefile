@@ -25,7 +25,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install book test lint unit unit-on-site unit-then-notebooks notebooks notebooks-student notebooks-perturbed build-check execute \
-	student assignments grade gradebook serve freeze clean bench time-test robustness scaling data-sweep figures slides pdf pdf-check
+	student assignments grade gradebook serve freeze clean bench time-test robustness scaling data-sweep pretraining-budget figures slides pdf pdf-check
 
 help:
 	@echo "make book     build the website into _build/html"
@@ -41,6 +41,8 @@ help:
 	@echo "make scaling  chapter 14 checkpoints and loss against model size (hours on a CPU) -> src/tfm/checkpoints/"
 	@echo "make data-sweep  chapter 14's larger text: loss against distinct data and against size, and its long-context"
 	@echo "              model (on a 2-core CPU, one thread per run: 78, 73 and 23 min; JOBS=, DEVICE=cuda, STEPS=, WIDTH=) -> src/tfm/checkpoints/"
+	@echo "make pretraining-budget  chapter 13's masked LM pretrained 12 times longer, local and full attention, 5 seeds"
+	@echo "              (~15 min on a 2-core CPU) -> src/tfm/checkpoints/ch13_budget.json"
 	@echo "make figures  redraw the schematic SVG figures in src/tfm/schematics/ (tools/figures/)"
 	@echo "make slides   one reveal.js deck per course session, and a PDF of each, from the chapters' slide-tagged cells, figures redrawn at slide size -> build/slides"
 	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
@@ -150,6 +152,9 @@ data-sweep: $(STAMP)
 		--out src/tfm/checkpoints/ch14_long_context.json
 	$(BIN)/python -m tools.book.context_use --weights src/tfm/checkpoints \
 		--out src/tfm/checkpoints/ch14_context_use.json
+
+pretraining-budget: $(STAMP)
+	$(BIN)/python -m tools.book.pretraining_budget --seeds 5 --steps 3000
 
 figures: $(STAMP)
 	$(BIN)/python -m tools.figures

@@ -186,7 +186,8 @@ def main() -> None:
         else:
             loss, _ = held_out_loss(model, data.held_out, args.length)
             print(f"{world_size} process(es), {args.steps} steps of {args.batch} windows of {args.length} tokens "
-                  f"({done - first} of them in this run, {seconds:.1f} s): training loss {losses[-1]:.4f}, held-out loss {loss:.4f} nats per token "
+                  f"({done - first} of them in this run, {seconds:.1f} s): training loss {losses[-1]:.4f}, "
+                  f"held-out loss {loss:.4f} nats per token "
                   f"(perplexity {torch.tensor(loss).exp():.1f})")
             if args.out:
                 torch.save(model.state_dict(), args.out)

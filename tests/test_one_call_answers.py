@@ -199,6 +199,15 @@ ONE_CALL = {
          "    state = {k: v for k, v in donor.state_dict().items() if not k.startswith('head.')}\n"
          "    classifier.load_state_dict(state, strict=False)\n"
          "    return sum(v.numel() for v in state.values())"),
+        ('check_probe(frozen_features, 0.5, "frozen_features")',
+         "def frozen_features(ids):\n"
+         "    with torch.no_grad():\n"
+         "        return tfm.model.mean_pool(mlm.encode(ids), ids != PAD)"),
+        ('check_probe(frozen_features, 0.5, "frozen_features")',
+         "from tfm.model import mean_pool as average\n"
+         "@torch.no_grad()\n"
+         "def frozen_features(ids):\n"
+         "    return average(mlm.encode(ids), ids != PAD)"),
     ],
     "14_language_model_of_real_text": [
         ('check_icl(icl_score, "icl_score")',
@@ -362,11 +371,51 @@ SLIPS = {
          "    return inputs, torch.where(chosen & (kind < 0.9), ids, IGNORE)",
          "the chosen positions left unchanged look like they got the target"),
         ('check_count(params_per_layer, params_total, pretrained_share, untied_extra)',  # the MLM head left out
-         "params_per_layer = tfm.count_parameters(mlm.encoder.layers[0])\n"
-         "params_total = sum(p.numel() for name, p in mlm.named_parameters()\n"
+         "sibling = MaskedLM(len(bpe), **(sizes | dict(d_model=96, n_layers=3, d_ff=384)))\n"
+         "params_per_layer = tfm.count_parameters(sibling.encoder.layers[0])\n"
+         "params_total = sum(p.numel() for name, p in sibling.named_parameters()\n"
          "                   if not name.startswith(('transform', 'bias')))\n"
          "pretrained_share = untied_extra = 0",
          "the masked-LM head has parameters of its own"),
+        ('check_count(params_per_layer, params_total, pretrained_share, untied_extra)',  # linear biases left out
+         "params_per_layer = 4 * 96 * 96 + 2 * 96 * 384 + 2 * 2 * 96\n"
+         "params_total = pretrained_share = untied_extra = 0",
+         "the projections and linear layers have biases too"),
+        ('check_count(params_per_layer, params_total, pretrained_share, untied_extra)',  # every bias left out
+         "params_per_layer = 4 * 96 * 96 + 2 * 96 * 384 + 2 * 96\n"
+         "params_total = pretrained_share = untied_extra = 0",
+         "count the biases too"),
+        ('check_count(params_per_layer, params_total, pretrained_share, untied_extra)',  # the chapter's own model
+         "params_per_layer, params_total = 49_984, 133_001\n"
+         "pretrained_share = untied_extra = 0",
+         "params_per_layer"),
+        ('check_copy_encoder(copy_encoder, "copy_encoder")',  # the modules handed over
+         "def copy_encoder(mlm, classifier):\n"
+         "    for name in ('embed', 'positions', 'encoder'):\n"
+         "        setattr(classifier, name, getattr(mlm, name))\n"
+         "    return sum(p.numel() for name in ('embed', 'positions', 'encoder')\n"
+         "               for p in getattr(mlm, name).parameters())",
+         "replaced the classifier's embed by another module"),
+        ('check_copy_encoder(copy_encoder, "copy_encoder")',  # the parameters handed over
+         "def copy_encoder(mlm, classifier):\n"
+         "    n = 0\n"
+         "    for name in ('embed', 'positions', 'encoder'):\n"
+         "        for key, p in getattr(mlm, name).named_parameters():\n"
+         "            *path, leaf = key.split('.')\n"
+         "            setattr(getattr(classifier, name).get_submodule('.'.join(path)), leaf, p)\n"
+         "            n += p.numel()\n"
+         "    return n",
+         "share memory with the MLM's"),
+        ('check_probe(frozen_features, 0.5, "frozen_features")',  # padding averaged in
+         "@torch.no_grad()\n"
+         "def frozen_features(ids):\n"
+         "    return mlm.encode(ids).mean(1)",
+         "padding included"),
+        ('check_probe(frozen_features, 0.5, "frozen_features")',  # the [CLS] state
+         "@torch.no_grad()\n"
+         "def frozen_features(ids):\n"
+         "    return mlm.encode(ids)[:, 0]",
+         "the state at [CLS]"),
     ],
     "05_positional_encoding": [
         ('check_rotate(rotate, "rotate")',  # pairs (i, i + d/2), written by hand

@@ -11,6 +11,8 @@
 - exercises.py          the structure of an exercise (stub, check, hidden solution), read from a notebook
 - myst.py               MyST (roles, directives) as plain Markdown, for what is read outside the website
 - robustness.py         every trained claim over seeds and numeric paths (`make robustness`)
+- pretraining_budget.py chapter 13's masked LM pretrained longer, local and full attention, read by the probe
+                        (`make pretraining-budget`)
 - scaling.py            chapter 14's longer runs: its checkpoints and loss against model size (`make scaling`)
 - data_sweep.py         chapter 14's larger text: loss against distinct data and size, its long-context model
                         (`make data-sweep`)
