@@ -66,6 +66,10 @@ def test_accumulating_under_ddp_all_reduces_once_a_step_and_equals_the_big_batch
     n_values = sum(p.numel() for p in tiny_lm().parameters())
     for r in ranks:  # 3 steps of 2 micro-batches: 3 all-reduces of every gradient, not 6 (no_sync)
         assert r["accumulated_all_reduce_bytes"] == 3 * 4 * n_values
+        # without no_sync: an all-reduce in each of the 6 micro-batches' backward passes, to the same weights
+        assert r["accumulation"] == 2 and r["synced_all_reduce_bytes"] == 6 * 4 * n_values
+        for name, value in r["accumulated"].items():
+            assert (r["accumulated_synced"][name] - value).abs().max() < 1e-6, f"{name}: no_sync changed the step"
         for name, value in steps[-1].items():
             assert (r["accumulated"][name] - value).abs().max() < 1e-6, f"{name}: accumulated DDP differs"
 

@@ -229,7 +229,8 @@ def data_parallel_tour(rank: int, world_size: int, make_model: Callable[[], nn.M
     """Chapter 16 in one process group (each :func:`spawn` costs a Python start-up per rank): DDP's weights after every
     step (:func:`data_parallel_steps`) and the bytes of gradients it hands to all-reduce per step, a hand-built
     :func:`ring_all_reduce` of a gradient-sized tensor against ``dist.all_reduce`` (its largest difference and the
-    bytes it sent), and the same training fully sharded (:func:`sharded_steps`)."""
+    bytes it sent), the same training accumulated over micro-batches with and without DDP's ``no_sync``
+    (the bytes each all-reduces), and the same training fully sharded (:func:`sharded_steps`)."""
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel
 
@@ -268,7 +269,9 @@ def data_parallel_tour(rank: int, world_size: int, make_model: Callable[[], nn.M
 def _accumulated_under_ddp(rank: int, world_size: int, make_model: Callable[[], nn.Module], batches: list,
                            lr: float, seed: int, hook: Callable, handed: list[int], accumulation: int = 2) -> dict:
     """:func:`tfm.train` on DDP with ``accumulation`` micro-batches of this rank's slice per step: the final weights
-    and the bytes handed to all-reduce over the whole run (once a step: the other micro-batches run under no_sync)."""
+    and the bytes handed to all-reduce over the whole run (once a step: the other micro-batches run under no_sync);
+    and the same steps without ``no_sync`` (an all-reduce in every micro-batch's backward pass): their weights and
+    bytes (``accumulated_synced``, ``synced_all_reduce_bytes``)."""
     from torch.nn.parallel import DistributedDataParallel
 
     from .training import train
@@ -280,8 +283,24 @@ def _accumulated_under_ddp(rank: int, world_size: int, make_model: Callable[[], 
     micro = [part for inputs, targets in batches
              for part in zip(*(t[rank_slice(len(inputs), rank, world_size)].chunk(accumulation)
                                for t in (inputs, targets)), strict=True)]  # (B / N / k, T) pairs, in order
+    steps = [micro[k:k + accumulation] for k in range(0, len(micro), accumulation)]
     handed.clear()
     train(ddp, lambda: micro.pop(0), lambda m, b: F.cross_entropy(m(b[0]).transpose(1, 2), b[1]),
           torch.optim.SGD(ddp.parameters(), lr=lr), len(batches), clip_norm=None, accumulation=accumulation,
           progress=False)
-    return {"accumulated": _weights(model), "accumulated_all_reduce_bytes": sum(handed)}
+    with_no_sync = sum(handed)
+    # the same steps without no_sync: every micro-batch's backward pass all-reduces the gradients
+    torch.manual_seed(seed)
+    synced = make_model()
+    ddp = DistributedDataParallel(synced)
+    ddp.register_comm_hook(None, hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    handed.clear()
+    for step in steps:
+        optimizer.zero_grad(set_to_none=True)
+        for inputs, targets in step:
+            (F.cross_entropy(ddp(inputs).transpose(1, 2), targets) / accumulation).backward()
+        optimizer.step()
+    return {"accumulated": _weights(model), "accumulated_all_reduce_bytes": with_no_sync,
+            "accumulated_synced": _weights(synced), "synced_all_reduce_bytes": sum(handed),
+            "accumulation": accumulation}
