@@ -545,6 +545,64 @@ SLIPS = {
          "              (2 / world_size, 2 / world_size, 12 / world_size)][stage]\n"
          "    return n_parameters * sum(shards) / 2**30",
          "that is in GiB"),
+        ('check_ring(ring_all_reduce_sim, "ring_all_reduce_sim")',  # the local sum, and zeros sent for the count
+         "def ring_all_reduce_sim(tensors, send):\n"
+         "    n = len(tensors)\n"
+         "    for _ in range(2 * (n - 1)):\n"
+         "        for r in range(n):\n"
+         "            send(r, (r + 1) % n, torch.zeros(len(tensors[r]) // n))\n"
+         "    return [sum(tensors) for _ in tensors]",
+         "sent values that are no sum of the ranks' chunks (zeros?"),
+        ('check_ring(ring_all_reduce_sim, "ring_all_reduce_sim")',  # the local sum, its own chunks sent for the count
+         "def ring_all_reduce_sim(tensors, send):\n"
+         "    n = len(tensors)\n"
+         "    for _ in range(2 * (n - 1)):\n"
+         "        for r in range(n):\n"
+         "            send(r, (r + 1) % n, tensors[r].chunk(n)[0])\n"
+         "    return [sum(tensors) for _ in tensors]",
+         "not from the local sum of all tensors"),
+        ('check_ring(ring_all_reduce_sim, "ring_all_reduce_sim")',  # the local sum's chunks sent around the ring
+         "def ring_all_reduce_sim(tensors, send):\n"
+         "    n = len(tensors)\n"
+         "    total = sum(tensors)\n"
+         "    for step in range(2 * (n - 1)):\n"
+         "        for r in range(n):\n"
+         "            send(r, (r + 1) % n, total.chunk(n)[(r - step) % n])\n"
+         "    return [total.clone() for _ in tensors]",
+         "whose chunk never reached it"),
+        ('check_ring(ring_all_reduce_sim, "ring_all_reduce_sim")',  # an all-to-all: every chunk to every rank
+         "def ring_all_reduce_sim(tensors, send):\n"
+         "    n = len(tensors)\n"
+         "    chunks = [t.chunk(n) for t in tensors]\n"
+         "    got = [[send(q, r, chunks[q][c]) if q != r else chunks[r][c] for q in range(n)]\n"
+         "           for r in range(n) for c in range(n)]\n"
+         "    return [torch.cat([sum(got[r * n + c]) for c in range(n)]) for r in range(n)]",
+         "messages must go to the next rank of the ring"),
+        ('check_pp_ring(grad_gb, sent_gb, ratio_64)',  # one phase of the ring only
+         "grad_gb, sent_gb, ratio_64 = 2.6, 2.275, 1.125",
+         "each rank sends 2 (N - 1) chunks, in the reduce-scatter and again in the all-gather"),
+        ('check_pp_ring(grad_gb, sent_gb, ratio_64)',  # float32's 4 bytes a value
+         "grad_gb, sent_gb, ratio_64 = 5.2, 9.1, 1.125",
+         "bfloat16 gradients take 2 bytes a value, not 4"),
+        ('check_pp_ring(grad_gb, sent_gb, ratio_64)',  # both slips: sent_gb right by cancellation, each still named
+         "grad_gb, sent_gb, ratio_64 = 5.2, 4.55, 1.125",
+         "bfloat16 gradients take 2 bytes a value, not 4"),
+        ('check_pp_ring(grad_gb, sent_gb, ratio_64)',  # both slips: the second hint of the same message
+         "grad_gb, sent_gb, ratio_64 = 5.2, 4.55, 1.125",
+         "sent_gb is 0.875 times your grad_gb: each rank sends 2 (N - 1) chunks"),
+        ('check_pp_ring(grad_gb, sent_gb, ratio_64)',  # twice the gradient: (N - 1) / N forgotten
+         "grad_gb, sent_gb, ratio_64 = 2.6, 5.2, 1.125",
+         "the ring factor is 2 (N - 1) / N, not 2"),
+        ('check_accumulated(accumulated, "accumulated")',  # right sums, but a first pass over each micro-batch
+         "def accumulated(model, micro_batches):\n"
+         "    model.zero_grad(set_to_none=True)\n"
+         "    with torch.no_grad():  # a first look at the losses\n"
+         "        total = sum(int((y != -100).sum()) for x, y in micro_batches if model(x) is not None)\n"
+         "    for x, y in micro_batches:\n"
+         "        F.cross_entropy(model(x).transpose(1, 2), y, ignore_index=-100,\n"
+         "                        reduction='sum').div(total).backward()\n"
+         "    return {n: p.grad.clone() for n, p in model.named_parameters()}",
+         "the rule is one forward pass per micro-batch"),
     ],
 }
 
