@@ -161,17 +161,33 @@ ONE_CALL = {
          "    dtype = torch.float16 if bytes_per_number == 2 else torch.float32\n"
          "    one = tfm.cost.score_matrix_bytes(n, n, heads=heads, batch=batch, dtype=dtype)\n"
          "    return layers * one / 2**20"),
-        ('check_cache(cache_gib, cache_bytes_small)',
+        ('check_cache(cache_gib, cache_bytes)',
          "def cache_gib(positions, batch):\n"
          "    return tfm.cost.kv_cache_bytes(32, positions, 4096, batch=batch, dtype=torch.float16) / 2**30\n"
-         "def cache_bytes_small(positions):\n    return 2 * 2 * positions * 128 * 4"),
+         "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
+         "    return 2 * n_layers * positions * d_model * bytes_per_number"),
+        ('check_cache(cache_gib, cache_bytes)',  # tfm's formula for the second
+         "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
+         "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
+         "    dtype = {2: torch.bfloat16, 4: torch.float32, 8: torch.float64}[bytes_per_number]\n"
+         "    return tfm.cost.kv_cache_bytes(n_layers, positions, d_model, dtype=dtype)"),
+        ('check_cache(cache_gib, cache_bytes)',  # a model of the asked sizes built and its cache measured
+         "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
+         "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
+         "    dtype = {2: torch.bfloat16, 4: torch.float32, 8: torch.float64}[bytes_per_number]\n"
+         "    model = tfm.CausalLM(n_vocab=5, d_model=d_model, n_heads=1, n_layers=n_layers, d_ff=8,\n"
+         "                         max_len=positions, dropout=0.0).to(dtype)\n"
+         "    caches = [{} for _ in model.decoder.layers]\n"
+         "    with torch.no_grad():\n"
+         "        model(torch.zeros(1, positions, dtype=torch.long), caches=caches)\n"
+         "    return sum(t.numel() * t.element_size() for c in caches for t in c.values())"),
         ('check_blockwise_masked(blockwise, "blockwise")',  # tfm's attention on blocks of queries
          "def blockwise(q, k, v, mask, block=128):\n"
          "    return torch.cat([tfm.attention(q[..., i:i + block, :], k, v, mask=mask[i:i + block])[0]\n"
          "                      for i in range(0, q.shape[-2], block)], dim=-2)"),
-        ('check_cache(cache_gib, cache_bytes_small)',  # the chapter's own cache, measured
+        ('check_cache(cache_gib, cache_bytes)',  # the chapter's own cache, measured
          "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
-         "def cache_bytes_small(positions):\n"
+         "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
          "    caches = filled_caches(sequence[:, :positions])\n"
          "    return sum(t.numel() * t.element_size() for c in caches for t in c.values())"),
     ],
@@ -486,6 +502,22 @@ SLIPS = {
          "def cache_gib(positions, batch):  # the keys only\n"
          "    return 32 * batch * positions * 4096 * 2 / 2**30",
          "keys and values: the cache holds both"),
+        ('check_cache(cache_gib, cache_bytes)',  # one of the chapter's caches measured, scaled by the positions
+         "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
+         "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
+         "    measured = sum(t.numel() * t.element_size() for c in caches_at[32] for t in c.values())\n"
+         "    return measured * positions / 32",
+         "not the bytes of a real cache of such a model"),
+        ('check_cache(cache_gib, cache_bytes)',  # the keys only, float32 taken for granted
+         "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
+         "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
+         "    return n_layers * positions * d_model * 4",
+         "keys and values: the cache holds both; and use bytes_per_number as given"),
+        ('check_cache(cache_gib, cache_bytes)',  # one layer
+         "def cache_gib(positions, batch):\n    return 2 * 32 * batch * positions * 4096 * 2 / 2**30\n"
+         "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
+         "    return 2 * positions * d_model * bytes_per_number",
+         "every layer keeps its own cache"),
         ('check_blockwise_masked(blockwise, "blockwise")',
          "def blockwise(q, k, v, mask, block):  # the online softmax, with the keys where the values belong\n"
          "    top = torch.full(q.shape[:-1] + (1,), float('-inf'))\n"
