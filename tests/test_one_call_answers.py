@@ -518,6 +518,16 @@ SLIPS = {
          "def cache_bytes(positions, n_layers, d_model, bytes_per_number):\n"
          "    return 2 * positions * d_model * bytes_per_number",
          "every layer keeps its own cache"),
+        ('check_pp_flops(flops_scores, flops_ffn, length_scores_equal_ffn, t_star_paper)',  # rounded
+         "flops_scores = 1.07e9\nflops_ffn = length_scores_equal_ffn = t_star_paper = 0",
+         "close, but rounded: a FLOP count is an exact integer"),
+        ('check_pp_flops(flops_scores, flops_ffn, length_scores_equal_ffn, t_star_paper)',  # d_model for d_ff
+         "flops_scores = 2 * 1024**2 * 512\nflops_ffn = 4 * 1024 * 512 * 512\n"
+         "length_scores_equal_ffn = t_star_paper = 0",
+         "an FFN of inner width d_model"),
+        ('check_pp_flops(flops_scores, flops_ffn, length_scores_equal_ffn, t_star_paper)',  # rounded, in (b)
+         "flops_scores = 2 * 1024**2 * 512\nflops_ffn = 4.29e9\nlength_scores_equal_ffn = t_star_paper = 0",
+         "close, but rounded"),
         ('check_blockwise_masked(blockwise, "blockwise")',
          "def blockwise(q, k, v, mask, block):  # the online softmax, with the keys where the values belong\n"
          "    top = torch.full(q.shape[:-1] + (1,), float('-inf'))\n"
