@@ -25,7 +25,7 @@ export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: help install book test lint unit unit-on-site unit-then-notebooks notebooks notebooks-student notebooks-perturbed build-check execute \
-	student assignments grade gradebook serve freeze clean bench time-test robustness scaling data-sweep pretraining-budget figures slides pdf pdf-check
+	student assignments grade gradebook serve freeze clean bench time-test robustness scaling data-sweep pretraining-budget block-sweep figures slides pdf pdf-check
 
 help:
 	@echo "make book     build the website into _build/html"
@@ -43,6 +43,8 @@ help:
 	@echo "              model (on a 2-core CPU, one thread per run: 78, 73 and 23 min; JOBS=, DEVICE=cuda, STEPS=, WIDTH=) -> src/tfm/checkpoints/"
 	@echo "make pretraining-budget  chapter 13's masked LM pretrained 12 times longer, local and full attention, 5 seeds"
 	@echo "              (~15 min on a 2-core CPU) -> src/tfm/checkpoints/ch13_budget.json"
+	@echo "make block-sweep  chapter 15's five blocks, 12 learning rates, 5 seeds (~20 min on a 2-core CPU)"
+	@echo "              -> src/tfm/checkpoints/ch15_block_sweep.json"
 	@echo "make figures  redraw the schematic SVG figures in src/tfm/schematics/ (tools/figures/)"
 	@echo "make slides   one reveal.js deck per course session, and a PDF of each, from the chapters' slide-tagged cells, figures redrawn at slide size -> build/slides"
 	@echo "make pdf      the whole book as one PDF (Chromium prints the one-page build) -> build/pdf"
@@ -155,6 +157,9 @@ data-sweep: $(STAMP)
 
 pretraining-budget: $(STAMP)
 	$(BIN)/python -m tools.book.pretraining_budget --seeds 5 --steps 3000
+
+block-sweep: $(STAMP)
+	$(BIN)/python -m tools.book.block_sweep --seeds 5 --jobs 2
 
 figures: $(STAMP)
 	$(BIN)/python -m tools.figures

@@ -480,6 +480,16 @@ SLIPS = {
          "            getattr(gqa, part).weight.copy_(rows.mean(dim=1).reshape(n_kv_heads * d_k, d_model))\n"
          "    return gqa",
          "with that layer's rotary positions"),
+        ('check_swiglu_width(width_exact, width_llama, swiglu_parameters)',  # (a)'s width, not (b)'s
+         "width_exact = 13653.33\nwidth_llama = 13824\nswiglu_parameters = 3 * 5120 * 13653",
+         "not the exact width of (a)"),
+        ('check_swiglu_width(width_exact, width_llama, swiglu_parameters)',  # the 2017 count, 0.002% away
+         "width_exact = 13653.33\nwidth_llama = 13824\nswiglu_parameters = 2 * 5120 * 4 * 5120",
+         "the 2017 layer's count"),
+        ('check_cache_70b(cache_bytes_per_token, cache_gib_4096, mha_over_gqa)',  # the ratio upside down
+         "cache_bytes_per_token = 2 * 80 * 8 * 128 * 2\n"
+         "cache_gib_4096 = cache_bytes_per_token * 4096 / 2**30\nmha_over_gqa = 1 / 8",
+         "how many times larger the multi-head cache is"),
     ],
     "11_cost_of_attention": [
         ('check_scores_mib(scores_mib, "scores_mib")',

@@ -261,16 +261,18 @@ class _Slip(str):
 
 
 def slip_hint(answer: object, slips: dict, otherwise: str) -> str:
-    """The hint of ``slips`` (typical wrong answer -> hint) that ``answer`` shows, else ``otherwise``."""
+    """The hint of ``slips`` (typical wrong answer -> hint) that ``answer`` shows, else ``otherwise``. Where several
+    slips lie within the tolerance (two wrong answers 0.01% apart), the nearest one is named."""
     try:
         given = torch.as_tensor(answer, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):  # not numbers (yet)
         return otherwise
+    near = []
     for wrong, hint in slips.items():
         wrong = torch.as_tensor(wrong, dtype=torch.float64)
         if given.shape == wrong.shape and torch.allclose(given, wrong, rtol=1e-3, atol=0.006):
-            return _Slip(hint)
-    return otherwise
+            near.append((float((given - wrong).abs().max()), hint))
+    return _Slip(min(near, key=lambda pair: pair[0])[1]) if near else otherwise
 
 
 def factor_hint(got: object, expected: float, factors: dict[float, str], otherwise: str, most: int = 3) -> str:

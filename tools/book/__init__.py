@@ -13,6 +13,7 @@
 - robustness.py         every trained claim over seeds and numeric paths (`make robustness`)
 - pretraining_budget.py chapter 13's masked LM pretrained longer, local and full attention, read by the probe
                         (`make pretraining-budget`)
+- block_sweep.py        chapter 15's five blocks over a grid of learning rates and seeds (`make block-sweep`)
 - scaling.py            chapter 14's longer runs: its checkpoints and loss against model size (`make scaling`)
 - data_sweep.py         chapter 14's larger text: loss against distinct data and size, its long-context model
                         (`make data-sweep`)
