@@ -1,6 +1,6 @@
 """Chapter 13's pretraining, run longer: what 250 steps leave out (`make pretraining-budget`).
 
-Usage: python -m tools.book.pretraining_budget [--seeds 3] [--steps 3000]
+Usage: python -m tools.book.pretraining_budget [--seeds 5] [--steps 3000]
                                                [--out src/tfm/checkpoints/ch13_budget.json]
 
 For each seed, the chapter's masked LM (the same data, sizes, optimiser and schedule) is pretrained for ``--steps``
@@ -66,8 +66,10 @@ def setup():
                 y_train=y_train, y_test=y_test, rows=rows, batch=batch, sizes=sizes, baseline=baseline)
 
 
-def readouts(data: dict, mlm, seed: int) -> dict[str, float]:
-    """The chapter's linear probe and its fine-tuning at 96 labels per part, for one encoder."""
+def readouts(data: dict, mlm, seed: int, scratch: bool = False) -> dict[str, float]:
+    """The chapter's linear probe and its fine-tuning at 96 labels per part, for one encoder. With ``scratch``, the
+    fine-tuned classifier is the chapter's scratch arm (built from scratch with ``mlm``'s sizes), not a copy of
+    ``mlm``'s random weights."""
     import torch
     from sklearn.linear_model import LogisticRegression
 
@@ -83,7 +85,10 @@ def readouts(data: dict, mlm, seed: int) -> dict[str, float]:
         test_features = tfm.model.mean_pool(mlm.encode(x_test), x_test != pad).numpy()  # (203, 64)
     probe = LogisticRegression(max_iter=2000).fit(train_features, data["y_train"][rows].numpy())
     tfm.seed_everything(seed)
-    classifier = pt.classifier_from(mlm, 4, pooling="mean")
+    if scratch:  # as the chapter's train_tfm(None, ...)
+        classifier = pt.classifier_from(None, 4, pooling="mean", **mlm.sizes)
+    else:
+        classifier = pt.classifier_from(mlm, 4, pooling="mean")
     pt.fine_tune(classifier, (x_train,), data["y_train"][rows], steps=60, lr=1e-3, batch_size=16, seed=seed)
     return {"probe": float(probe.score(test_features, data["y_test"].numpy())),
             "fine-tuned, 96 labels per part": pt.accuracy(classifier, (x_test,), data["y_test"])}
@@ -100,7 +105,7 @@ def run(seed: int, steps: int) -> dict:
     record = {"seed": seed, "baseline [MASK]": data["baseline"]}
     tfm.seed_everything(seed)
     random_mlm = pt.MaskedLM(len(data["bpe"]), **data["sizes"], attention_radius=1)
-    record["random encoder"] = readouts(data, random_mlm, seed)
+    record["random encoder"] = readouts(data, random_mlm, seed, scratch=True)
     for arm, radius in RADII.items():
         tfm.seed_everything(seed)
         mlm = pt.MaskedLM(len(data["bpe"]), **data["sizes"], attention_radius=radius)
@@ -118,7 +123,7 @@ def run(seed: int, steps: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--out", type=Path, default=ROOT / "src/tfm/checkpoints/ch13_budget.json")
     parser.add_argument("--seed", type=int, help="run one seed and print its record (used by the parallel runs)")
@@ -148,7 +153,8 @@ def main() -> None:
                          f"--seeds {args.seeds} --steps {args.steps}",
               "steps": steps, "uniform": math.log(len(setup()["bpe"]) - 5), "runs": records}
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {args.out.relative_to(ROOT)}")
+    shown = args.out.resolve()
+    print(f"wrote {shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown}")
 
 
 if __name__ == "__main__":
