@@ -17,9 +17,13 @@ and some that game the grader instead of answering (tools/course/tampering.py, h
 - added: the release as handed out and a cell of its own that replaces the checks -> 0 everywhere (the cell is not
   in what is graded);
 - stripped: the release with every check cell emptied and its nbgrader metadata deleted -> 0 everywhere (the
-  release's check cells are graded).
+  release's check cells are graded);
+- main, input_transformer, custom_exception_handler: the release with the checks replaced through `__main__`, an
+  IPython input transformer that empties every later check cell, or an exception handler that hides every failure
+  -> 0 everywhere (whatever nbgrader's kernel made of them, each check also runs apart from the answers,
+  tools/course/apart.py; the tests at the end try more tricks against that alone).
 
-The nine are graded three at a time (grade.py's --jobs; the looping one idles while it waits), each in a course
+The twelve are graded three at a time (grade.py's --jobs; the looping one idles while it waits), each in a course
 folder of its own, and grading runs only the cells the checks need (tools/course/needed_cells.py).
 """
 
@@ -31,9 +35,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from tools.book.exercises import find_exercises
-from tools.course import grade
+from tools.course import apart, grade
 from tools.course.assignments import assignment_name, graded_exercises, source_notebook, write_course
 from tools.course.hidden_tests import HIDDEN_TESTS
 
@@ -144,6 +149,8 @@ def graded(tmp_path_factory):
                                replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "/ math.sqrt(3)")),
         "added": _added_cell(release, PATCH),  # an empty notebook and a cell of its own that disables the checks
         "stripped": _stripped_checks(release),  # an empty notebook whose check cells lost their metadata
+        **{trick.replace(" ", "_"): _prefixed(release, "ch01-ex-softmax", TRICKS[trick])
+           for trick in ("main", "input transformer", "custom exception handler")},
     }
     folder = tmp_path_factory.mktemp("submissions")
     for learner, nb in submissions.items():
@@ -217,6 +224,8 @@ def test_code_outside_the_answer_cells_never_reaches_the_grader(graded):
     results = graded[0]
     assert results["added"].scores == dict.fromkeys(POINTS, 0), results["added"]
     assert results["stripped"].scores == dict.fromkeys(POINTS, 0), results["stripped"]
+    for trick in ("main", "input_transformer", "custom_exception_handler"):
+        assert results[trick].scores == dict.fromkeys(POINTS, 0), results[trick]
 
 
 def test_hidden_tests_are_graded_not_released(graded):
@@ -236,7 +245,8 @@ def test_scores_csv_has_one_row_per_learner(graded):
     assert rows[0][:2] == ["learner", "ch01-ex-softmax (1)"] and rows[0][-2:] == ["total (9)", "notes"]
     assert {row[0]: row[-2] for row in rows[1:]} == {"careless": "2", "empty": "0", "right": "9", "segfault": "8",
                                                        "wrong": "7", "monkeypatch": "0", "peeking": "4",
-                                                       "added": "0", "stripped": "0"}
+                                                       "added": "0", "stripped": "0", "main": "0",
+                                                       "input_transformer": "0", "custom_exception_handler": "0"}
 
 
 def test_bad_submission_folders_are_named(tmp_path):
@@ -272,3 +282,102 @@ def test_every_chapter_becomes_an_assignment(chapter):
     assert "_solution" not in code and "Solution(" not in code, "a solution's name was not turned into the learner's"
     unmarked = [c.source[:60] for c in cells if c.cell_type == "code" and "nbgrader" not in c.metadata]
     assert not unmarked, f"code cells without nbgrader metadata: {unmarked}"
+
+
+# Tricks on the grader that an empty notebook could try from its first answer cell. The reading of the code
+# (tools/course/tampering.py) finds most of them, but the guarantee is that the checks run apart from the answers
+# (tools/course/apart.py): each is graded here by that alone, with no reading at all.
+TRICKS = {
+    "alias": "import tfm.check as c\nc.check_close = c.check_answer = c.check_true = lambda *a, **k: None\n",
+    "main": ("import __main__ as m\nfor n in dir(m):\n    if n.startswith('check_'):\n"
+             "        setattr(m, n, lambda *a, **k: None)\n"),
+    "magic": ("open('p.py', 'w').write('import tfm\\ntfm.check.check_answer = lambda *a, **k: None\\n')\n"
+              "%run -i p.py\n"),
+    "input transformer": ("get_ipython().input_transformers_cleanup.append(\n"
+                          "    lambda lines: ['pass\\n'] if any('check_' in x for x in lines) else lines)\n"),
+    "custom exception handler": "get_ipython().set_custom_exc((BaseException,), lambda *a, **k: None)\n",
+    "settrace": ("import sys\nsys.settrace(lambda frame, event, arg: None)\n"
+                 "tfm.check.CheckFailed.__init__ = lambda self, *a: None\n"),
+    "always equal": ("class Yes(torch.Tensor):\n    def __eq__(self, other):\n        return True\n"
+                     "    def tolist(self):\n        return (0.67, 0.24, 0.09)\n"
+                     "weights_by_hand = torch.zeros(3).as_subclass(Yes)\n"),
+    "redefined check": "def check_attend_one(fn, name):\n    pass\nattend_one = print\n",
+}
+
+
+@pytest.fixture(scope="module")
+def apart_course(tmp_path_factory):
+    course = tmp_path_factory.mktemp("apart")
+    write_course(course, [CHAPTER], only_needed=True)
+    name = assignment_name(CHAPTER)
+    return (course / "source" / name / CHAPTER.name, course / "release" / name / CHAPTER.name, course)
+
+
+def _apart(apart_course, nb, folder: str) -> dict[str, str]:
+    source, release, course = apart_course
+    answers = course / folder / "answers" / CHAPTER.name
+    answers.parent.mkdir(parents=True)
+    nbformat.write(nb, answers)
+    return apart.verdicts(source, release, answers, course / folder / "checks",
+                          grade.grading_environment(course, folder), timeout=60)
+
+
+def test_checks_run_apart_pass_the_right_answers_and_fail_the_empty(apart_course):
+    source, release, _ = apart_course
+    assert _apart(apart_course, nbformat.read(source, as_version=4), "right") == dict.fromkeys(POINTS, "")
+    empty = _apart(apart_course, nbformat.read(release, as_version=4), "empty")
+    assert set(empty) == set(POINTS) and all(empty.values()), empty
+    assert "not written yet" in empty["ch01-ex-softmax"], empty
+
+
+@pytest.mark.parametrize("trick", TRICKS)
+def test_no_trick_of_the_answers_reaches_a_check_run_apart(apart_course, trick):
+    release = nbformat.read(apart_course[1], as_version=4)
+    found = _apart(apart_course, _prefixed(release, "ch01-ex-softmax", TRICKS[trick]), trick.replace(" ", "-"))
+    assert set(found) == set(POINTS) and all(found.values()), (trick, found)
+
+
+def test_checks_run_apart_refuse_the_library_and_the_instructors_files(apart_course):
+    source, release, course = apart_course
+    nb = _submission(nbformat.read(source, as_version=4), replace=(
+        "ch01-ex-softmax", "    return exps / exps.sum()", "    return torch.softmax(scores, dim=-1)"))
+    peek = f"\nimport json\nsource = json.load(open({str(source)!r}))\n"
+    nb = _submission(nb, {"ch01-pp-by-hand": peek})
+    found = _apart(apart_course, nb, "library")
+    assert "softmax" in found["ch01-ex-softmax"] and "write it yourself" in found["ch01-ex-softmax"], found
+    assert "reading " + str(source) + ", one of the instructor's files" in (
+        course / "library" / "checks" / "answers.log").read_text(encoding="utf-8")
+    # (the answer cell raised there: nbgrader's verdict, which grade.py keeps beside this one, gives it 0)
+    assert found["ch01-ex-one-query"] == "" and found["ch01-pp-zero-query"] == "", found
+
+
+def test_every_exercise_checked_only_in_the_kernel_is_one_of_the_books():
+    labels = {e.label for chapter in (ROOT / "chapters").glob("*.ipynb")
+              for e in find_exercises(nbformat.read(chapter, as_version=4).cells) if e.checks}
+    assert set(apart.in_kernel()) <= labels, set(apart.in_kernel()) - labels
+    assert len(apart.in_kernel()) <= len(labels) // 5, "most exercises must be checked apart"
+
+
+
+def test_a_table_of_the_visible_cases_fails_the_hidden_tests(tmp_path):
+    # Chapter 4's padding mask has no hidden tests of its own (tools/course/hidden_tests.py): a table of its check's
+    # three visible cases, computed elsewhere and pasted in, passes them; the fresh inputs drawn at grading time
+    # (tools/course/fresh_inputs.py) do not.
+    chapter = ROOT / "chapters" / "04_masking.ipynb"
+    write_course(tmp_path, [chapter], only_needed=True)
+    name = assignment_name(chapter)
+    source, release = (tmp_path / kind / name / chapter.name for kind in ("source", "release"))
+    cases = (([5, 3, 4], 5), ([1, 7], 9), ([0, 2], 3))
+    table = {(tuple(n), m): (torch.arange(m)[None, :] < torch.tensor(n)[:, None]).tolist() for n, m in cases}
+    lookup = (f"TABLE = {table!r}\n\n\ndef my_padding_mask(lengths, max_len):\n"
+              "    return torch.tensor(TABLE[tuple(lengths.tolist()), max_len])\n")
+    nb = _submission(nbformat.read(source, as_version=4))
+    next(c for c in nb.cells if _answer_label(c) == "ch04-ex-padding").source = lookup
+    answers = tmp_path / "table" / "answers" / chapter.name
+    answers.parent.mkdir(parents=True)
+    nbformat.write(nb, answers)
+    found = apart.verdicts(source, release, answers, tmp_path / "table" / "checks",
+                           grade.grading_environment(tmp_path, "table"), timeout=60)
+    assert "hidden test" in found["ch04-ex-padding"] and "KeyError" in found["ch04-ex-padding"], found
+    right = {label: verdict for label, verdict in found.items() if label != "ch04-ex-padding"}
+    assert right == dict.fromkeys(right, ""), right  # the other answers are the book's and still pass

@@ -2,7 +2,12 @@
 
 - assignments.py    every chapter as an nbgrader assignment (`make assignments`)
 - grade.py          grades a folder of submissions with the book's exercise checks (`make grade`)
-- grading_guard.py  the audit hook loaded into grading kernels: no deleting files, starting programs, ending kernels
+- apart.py          each check run again in a process the learner's code never ran in (the verdict grade.py keeps);
+                    in_kernel.json lists the few exercises whose checks need the learner's objects themselves
+- fresh_inputs.py   private hidden tests of the checks run apart: the learner's functions on fresh random inputs,
+                    against the instructor's solution
+- grading_guard.py  the audit hook and limits of grading kernels: no deleting files, reading the instructor's,
+                    starting programs, ending kernels; 8 GiB of memory and 30 minutes of CPU time
 - needed_cells.py   the cells that grading must run: those the checks depend on (the rest are left out)
 - tampering.py      reads submitted answers for code that changes the grader instead of answering (scores 0)
 - hidden_tests.py   nbgrader hidden tests: other sizes and inputs than the public checks try

@@ -19,8 +19,12 @@ What a submission cannot do to the grading:
 - loop: a cell running longer than --timeout seconds is interrupted; its exercise scores 0, the notebook goes on;
 - crash: an answer cell that raises scores 0 even if its check passed; a cell that tries to end its kernel is
   refused, and one that kills it anyway (a segmentation fault) is graded again without that answer;
-- delete or overwrite files outside its folder, or start programs: refused by grading_guard.py (an audit hook
-  in the grading kernel); the exercise whose cells asked for it scores 0, whatever its check said.
+- reach a check from its answers (an alias, `__main__`, a magic, an input transformer): each exercise keeps its
+  points only if its check, run again in a process the learner's code never ran in (apart.py), passes too (except
+  the few exercises apart.in_kernel() lists, whose checks need the learner's objects themselves);
+- delete or overwrite files outside its folder, read the instructor's files, start programs, or take more than its
+  memory and CPU-time limits: refused by grading_guard.py (an audit hook and resource limits in the grading kernel
+  and the answers process); the exercise whose cells asked for it scores 0, whatever its check said.
 One submission's failure never stops the others. The scores go to `<course>/scores/chNN.csv` and are printed as a
 Markdown table: one row per learner, one column per exercise (points earned), the total and a note saying why an
 exercise scored 0: the refusal, time-out or crash, or else the first line of the check's message.
@@ -41,7 +45,8 @@ from pathlib import Path
 
 import nbformat
 
-from tools.book.notebooks import CHAPTERS, ENVIRONMENT
+from tools.book.notebooks import CHAPTERS, ENVIRONMENT, ROOT
+from tools.course import apart
 from tools.course.assignments import DEFAULT_COURSE, assignment_name, graded_exercises, run_nbgrader, write_course
 from tools.course.tampering import module_names, protected_names, tampering
 
@@ -97,7 +102,10 @@ def grading_environment(course: Path, learner: str) -> dict[str, str]:
     shutil.copy(GUARD, startup / "00-grading-guard.py")
     scratch = course / "grading_tmp" / learner
     scratch.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, **ENVIRONMENT, "IPYTHONDIR": str(ipython), "TMPDIR": str(scratch), "OMP_NUM_THREADS": "1"}
+    top = course.parent.parent if course.parent.name == "learners" else course  # the chapter's grading folder
+    private = os.pathsep.join(str(p.resolve()) for p in (ROOT, top))  # the guard refuses to read them
+    return {**os.environ, **ENVIRONMENT, "IPYTHONDIR": str(ipython), "TMPDIR": str(scratch), "OMP_NUM_THREADS": "1",
+            "GRADING_PRIVATE": private, "MPLCONFIGDIR": str(scratch)}
 
 
 def grading_folder(course: Path, chapter: Path) -> Path:
@@ -142,6 +150,8 @@ def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_CO
             encoding="utf-8")
         shutil.copytree(course / "submitted" / learner, own / "submitted" / learner)
         result = grade_one(own, chapter, learner)  # none stops another
+        if any(result.scores.values()):
+            checked_apart(own, chapter, learner, result, timeout)
         graded = own / "autograded" / learner
         if graded.is_dir():
             shutil.copytree(graded, course / "autograded" / learner)
@@ -211,6 +221,29 @@ def grade_one(course: Path, chapter: Path, learner: str) -> Result:
         result.scores[label], result.notes[label] = 0.0, "kernel died"
         return result
     return Result(learner, failed="not graded: the kernel died whichever answer was left out")
+
+
+def checked_apart(course: Path, chapter: Path, learner: str, result: Result, timeout: int) -> None:
+    """Keep an exercise's points only if its check, run in a process of its own on the learner's answers
+    (tools/course/apart.py), passes too; the exercises whose checks need the learner's objects themselves
+    (apart.in_kernel()) keep nbgrader's verdict alone."""
+    name = assignment_name(chapter)
+    answers = course / "apart" / "answers" / chapter.name
+    answers.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(course / "submitted" / learner / name / chapter.name, answers)
+    found = apart.verdicts(course / "source" / name / chapter.name, course / "release" / name / chapter.name,
+                           answers, course / "apart" / "checks", grading_environment(course, learner),
+                           timeout=timeout)
+    skip = apart.in_kernel()
+    for label, points in result.scores.items():
+        if not points or label in skip:
+            continue
+        why = found.get(label)
+        if why is None:
+            result.scores[label], result.notes[label] = 0.0, "its check could not be run apart from the answers"
+        elif why:
+            result.scores[label] = 0.0
+            result.notes[label] = f"its check, run apart from the answers, failed: {why[:150]}"
 
 
 def _first_error(log: str) -> str:
