@@ -105,7 +105,8 @@ def test_notebook_math_uses_no_website_only_macros(path):
     assert not used, f"{path.name} uses website-only macros {used}: write plain LaTeX (e.g. d_k, W_Q, \\top)"
 
 
-@pytest.mark.parametrize("heading, sessions", [("## A course plan", None), ("## A shorter course", 6)])
+@pytest.mark.parametrize("heading, sessions", [("## A course plan", None), ("## A shorter course", 6),
+                                               ("## A six-session course on", 6)])
 def test_course_plan_sessions_fit_ninety_minutes_with_slack(heading, sessions):
     guide = (ROOT / "appendices" / "instructor_guide.md").read_text(encoding="utf-8")
     plan = guide.split(heading, 1)[1].split("\n## ", 1)[0]

@@ -93,6 +93,11 @@ def test_a_plan_change_shows_in_the_decks(tmp_path):
     assert [s.number for s in six] == list(range(1, 7)), "the six-session decks are numbered 1 to 6"
     assert [s.chapter.name[:2] for s in six] == ["01", "02", "03", "04", "06", "07"]
     assert all(s.minutes <= 75 and s.objectives for s in six)
+    decoder = slides.read_plan(plan="six-decoder")
+    assert [s.chapter.name[:2] for s in decoder] == ["01", "02", "03", "04", "06", "09"]
+    # only what the session's chapter needs is read at home: chapter 9 needs 7, not 8
+    assert [s.read_before for s in decoder] == [[], [], [], [], [5], [7]]
+    assert [s.read_before for s in six] == [[], [], [], [], [5], []]
     with pytest.raises(SystemExit, match="no course plan 'ten'"):
         slides.read_plan(plan="ten")
 

@@ -102,12 +102,25 @@ def _rows(text: str, header: str) -> list[list[str]]:
     return rows
 
 
-PLANS = {"thirteen": "## A course plan", "six": "## A shorter course"}  # plan -> the guide's heading of its table
+# plan -> the guide's heading of its table
+PLANS = {"sixteen": "## A course plan", "six": "## A shorter course", "six-decoder": "## A six-session course on"}
 
 
-def read_plan(guide: Path = GUIDE, plan: str = "thirteen") -> list[Session]:
-    """A course plan's sessions (the guide's thirteen-session plan, or another of PLANS), each with its chapter's
-    objectives and in-class exercise from the chapter table."""
+def prerequisites(chapter: Path) -> set[int]:
+    """The chapters a chapter's opening names as its prerequisites ("chapters 3–5", "chapter 4 (...), chapter 7")."""
+    cells = nbformat.read(chapter, as_version=4).cells
+    opening = "\n".join(c.source for c in cells[:6] if c.cell_type == "markdown")
+    line = re.search(r"\**Prerequisites:?\**:?([^\n]*)", opening)
+    found: set[int] = set()
+    for first, last in re.findall(r"(\d+)(?:\s*[–-]\s*(\d+))?", line.group(1) if line else ""):
+        found.update(range(int(first), int(last or first) + 1))
+    return found
+
+
+def read_plan(guide: Path = GUIDE, plan: str = "sixteen") -> list[Session]:
+    """A course plan's sessions (the guide's sixteen-session plan, or another of PLANS), each with its chapter's
+    objectives and in-class exercise from the chapter table, and the chapters the plan skips that this one needs
+    (read at home before it)."""
     if plan not in PLANS:
         raise SystemExit(f"no course plan {plan!r}: choose one of {sorted(PLANS)}")
     text = guide.read_text(encoding="utf-8")
@@ -124,8 +137,9 @@ def read_plan(guide: Path = GUIDE, plan: str = "thirteen") -> list[Session]:
         number = int(row[1].split(".")[0])
         chapter = next((ROOT / "chapters").glob(f"{number:02d}_*.ipynb"))
         objectives, in_class = chapters.get(number, ([], set()))
-        skipped = list(range(sessions[-1].title_number + 1 if sessions else 1, number))
-        sessions.append(Session(int(row[0]), chapter, row[1], int(row[-1]), objectives, in_class, skipped))
+        skipped = range(sessions[-1].title_number + 1 if sessions else 1, number)
+        needed = [n for n in skipped if n in prerequisites(chapter)]
+        sessions.append(Session(int(row[0]), chapter, row[1], int(row[-1]), objectives, in_class, needed))
     return sessions
 
 
@@ -643,8 +657,8 @@ def build_deck(session: Session, macros: dict, figures: dict | None = None) -> s
     math = ' class="has-math"' if "\\(" in objectives else ""
     slides = [f'<section{math}><h2>Session {session.number}: {html.escape(title)}</h2>'
               f'<p class="meta">chapter {session.title} · {session.minutes} minutes planned</p>'
-              + "".join(f'<p class="meta">Read at home before this session: chapter {n}; its pencil-and-paper '
-                        "exercises are the entry quiz.</p>" for n in session.read_before) +
+              + "".join(f'<p class="meta">Read at home before this session: chapter {n}; one of its '
+                        "pencil-and-paper exercises is the entry quiz.</p>" for n in session.read_before) +
               f'<ul>{objectives}</ul></section>']
     # Speaker notes: the section's untagged prose, each paragraph on the slide it leads up to; the prose after a
     # section's last slide goes to that slide. Exercises, summary and references stay in the book.
@@ -773,7 +787,7 @@ def print_decks(decks: list[Path]) -> list[Path]:
     return printed
 
 
-def build(out: Path, node_modules: Path | None = None, plan: str = "thirteen", redraw: bool = True,
+def build(out: Path, node_modules: Path | None = None, plan: str = "sixteen", redraw: bool = True,
           sessions: set[int] | None = None) -> list[Path]:
     """Write index.html, one deck per session of `plan` (numbered as that plan numbers them; only `sessions` if
     given) and vendor/ into `out`; return the decks. With `redraw`, the figures are drawn again at slide size
@@ -822,7 +836,7 @@ def report(chapter: Path, figures: dict) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="One reveal.js deck per session of a course plan.")
     parser.add_argument("out", type=Path, nargs="?", default=ROOT / "build" / "slides")
-    parser.add_argument("--plan", default="thirteen", choices=sorted(PLANS), help="the instructor guide's plan")
+    parser.add_argument("--plan", default="sixteen", choices=sorted(PLANS), help="the instructor guide's plan")
     parser.add_argument("--no-pdf", action="store_true", help="leave out the PDF of each deck")
     parser.add_argument("--stored-figures", action="store_true",
                         help="show the notebooks' stored figures instead of drawing them again at slide size (fast)")
