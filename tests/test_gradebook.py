@@ -8,7 +8,7 @@ import csv
 import pytest
 
 from tools.course.grade import Result, write_table
-from tools.course.gradebook import CANVAS_FIRST, MOODLE_FIRST, write_gradebook
+from tools.course.gradebook import CANVAS_FIRST, MOODLE_FIRST, write_gradebook, write_written_sheet
 
 
 def _rows(path):
@@ -78,3 +78,26 @@ def test_bad_inputs_are_named(course, tmp_path):
         write_gradebook(course, roster)
     with pytest.raises(SystemExit, match="no score tables"):
         write_gradebook(tmp_path / "empty")
+
+
+def test_written_answers_are_graded_by_hand_beside_the_chapter(course):
+    sheet = course / "scores" / "ch01-written.csv"
+    written = {"ch01-ex-softmax-written-0": 1, "ch01-pp-zero-query-written-0": 1}
+    write_written_sheet(sheet, ["ada", "bob"], written)
+    rows = _rows(sheet)
+    assert rows == [["learner", "ch01-ex-softmax-written-0 (1)", "ch01-pp-zero-query-written-0 (1)"],
+                    ["ada", "", ""], ["bob", "", ""]]
+    # nothing entered yet: the column is there, every cell blank (not 0)
+    book = _rows(write_gradebook(course)["gradebook"])
+    assert book[0] == ["learner", "ch01 (3)", "ch01 written (2)", "ch03 (4)", "total (9)"]
+    assert [r[2] for r in book[1:]] == ["", ""]
+    sheet.write_text(sheet.read_text(encoding="utf-8").replace("ada,,", "ada,1,0.5"), encoding="utf-8")
+    write_written_sheet(sheet, ["ada", "bob", "cyd"], written)  # graded again, with a new learner: ada's kept
+    assert _rows(sheet)[1:] == [["ada", "1", "0.5"], ["bob", "", ""], ["cyd", "", ""]]
+    book = _rows(write_gradebook(course)["gradebook"])
+    assert book[1] == ["ada", "3", "1.5", "3", "7.5"] and book[2][2] == "", book
+    canvas = _rows(write_gradebook(course, _roster(course))["canvas"])
+    assert canvas[0][6] == "ch01: Attention, token by token, written answers" and canvas[1][6] == "2"
+    sheet.write_text(sheet.read_text(encoding="utf-8").replace("bob,,", "bob,2,"), encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"bob, ch01-ex-softmax-written-0 \(1\): '2' is not a number of points"):
+        write_gradebook(course)

@@ -39,7 +39,7 @@ import torch
 
 from tools.book.exercises import find_exercises
 from tools.course import apart, grade
-from tools.course.assignments import assignment_name, graded_exercises, source_notebook, write_course
+from tools.course.assignments import assignment_name, graded_exercises, source_notebook, write_course, written_answers
 from tools.course.hidden_tests import HIDDEN_TESTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,8 +133,12 @@ def graded(tmp_path_factory):
     release = nbformat.read(course / "release" / name / CHAPTER.name, as_version=4)
     source = nbformat.read(course / "source" / name / CHAPTER.name, as_version=4)
     others = grade.grading_folder(course, CHAPTER) / "submitted" / "right"  # another learner's submission
+    right = _submission(source)
+    for cell in right.cells:  # the right learner also explains why the shift is allowed
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "ch01-ex-softmax-written-0":
+            cell.source = "Numerator and denominator are both multiplied by exp(-c)."
     submissions = {
-        "right": _submission(source),
+        "right": right,
         "wrong": _submission(source, replace=("ch01-ex-one-query", "/ math.sqrt(q.shape[0])", "")),
         "empty": release,
         "careless": _submission(source, {
@@ -158,6 +162,7 @@ def graded(tmp_path_factory):
     # 30 s per cell: short enough for the looping answer, long enough for a busy machine to import torch
     results = grade.grade(CHAPTER, grade.collect(folder), course, timeout=30, jobs=3)  # the looping one idles
     table = grade.write_table(results, graded_exercises(CHAPTER), course / "scores" / f"{name}.csv")
+    grade.write_written(course, CHAPTER, results)
     return {r.learner: r for r in results}, table, course / "scores" / f"{name}.csv", outside, others, course
 
 
@@ -171,8 +176,11 @@ def test_release_keeps_the_stubs_and_drops_the_solutions(graded):
     stubs = [chapter[k].source.rstrip() for e in find_exercises(chapter) for k in range(e.start + 1, e.end)
              if chapter[k].cell_type == "code"]
     assert answers == stubs, "the release's answer cells are not the book's stubs"
-    checks = [c.metadata["nbgrader"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    graded = [c.metadata["nbgrader"] for c in release.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    checks = [m for m in graded if not m.get("solution")]
     assert {m["grade_id"].rsplit("-check-", 1)[0]: m["points"] for m in checks} == POINTS
+    by_hand = {m["grade_id"]: m["points"] for m in graded if m.get("solution")}
+    assert by_hand == written_answers(CHAPTER) == {"ch01-ex-softmax-written-0": 1, "ch01-pp-zero-query-written-0": 1}
 
 
 def test_exercise_points_are_the_stars():
@@ -228,6 +236,18 @@ def test_code_outside_the_answer_cells_never_reaches_the_grader(graded):
         assert results[trick].scores == dict.fromkeys(POINTS, 0), results[trick]
 
 
+def test_written_answers_go_to_the_instructor_to_grade_by_hand(graded):
+    course = graded[-1]
+    sheet = course / "scores" / f"{assignment_name(CHAPTER)}-written.csv"
+    rows = list(csv.reader(sheet.open(encoding="utf-8", newline="")))
+    assert rows[0] == ["learner", *[f"{g} ({p})" for g, p in written_answers(CHAPTER).items()]], rows[0]
+    assert sorted(r[0] for r in rows[1:]) == sorted(graded[0]) and all(not any(r[1:]) for r in rows[1:])
+    answers = sheet.with_suffix(".md").read_text(encoding="utf-8")
+    softmax = answers.split("## ch01-ex-softmax-written-0", 1)[1].split("\n## ", 1)[0]
+    assert "**right**\n\nNumerator and denominator are both multiplied by exp(-c)." in softmax, softmax
+    assert "**empty**\n\nWrite your answer here" in softmax  # the release's stub: nothing written
+
+
 def test_hidden_tests_are_graded_not_released(graded):
     course = graded[-1]
     release = "\n".join(c.source for c in nbformat.read(course / "release" / "ch01" / CHAPTER.name,
@@ -271,9 +291,16 @@ def test_every_chapter_becomes_an_assignment(chapter):
               for c in cells if "-check-" in c.metadata.get("nbgrader", {}).get("grade_id", "")}
     assert graded == graded_exercises(chapter) and len(graded) >= 3, graded
     book = find_exercises(nbformat.read(chapter, as_version=4).cells)
-    written = {c.metadata["nbgrader"]["grade_id"].rsplit("-written-", 1)[0] for c in cells
+    written = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in cells
                if c.cell_type == "markdown" and c.metadata.get("nbgrader", {}).get("solution")}
-    assert written == {e.label for e in book if not e.checks}, "an exercise answered in prose has no written answer"
+    assert written == written_answers(chapter), "an exercise's written part has no manually graded answer cell"
+    assert {e.label for e in book if not e.checks} <= {g.rsplit("-written-", 1)[0] for g in written}
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id", "") for c in cells]
+    for e in book:  # a checked exercise's written part comes after the learner's code and before its check
+        if e.checks and f"{e.label}-written-0" in written:
+            k = ids.index(f"{e.label}-written-0")
+            assert ids[k - 1].startswith(f"{e.label}-answer-") and ids[k + 1].startswith(f"{e.label}-check-"), \
+                (e.label, ids[k - 1:k + 2])
     prose = "\n".join(c.source for c in cells if c.cell_type == "markdown")
     assert not re.search(r"\{(?:exercise-start|exercise-end|term|footcite[:a-z]*|doc|numref)\}", prose), \
         "MyST that Jupyter shows raw is left in the assignment"

@@ -20,6 +20,9 @@ runs `nbgrader generate_assignment`, which records the graded cells in the cours
   the release does not show and the grader runs;
 - the solutions are removed as in the student edition (tools/book/student_edition.py); an exercise without a check
   (answered in prose) gets a "manually graded answer" cell worth its stars, graded by hand in nbgrader's formgrader;
+- an exercise with a check whose statement also asks for an explanation (why, explain, say in words: `asks_why`)
+  gets a manually graded answer cell for it after the learner's code, worth 1 point (`written_answers`): the check
+  grades the code, the rubric of appendices/exercise_guide.md the explanation, which no check can see;
 - what Jupyter would show raw becomes plain Markdown (for_learners): each exercise opens with a heading of its stars
   and title, the book's roles ({term}, {footcite}, ...) become text, so the feedback notebooks read cleanly.
 """
@@ -126,25 +129,43 @@ def source_notebook(chapter: Path, only_needed: bool = False) -> nbformat.Notebo
 
 WRITTEN = ("Write your answer here: the working or the explanation the exercise asks for (graded by hand, with "
            "its rubric).")
+ASKS_WHY = re.compile(r"\b(?:[Ww]hy\b|[Ee]xplain|[Ss]ay (?:in words|why|what))")
+
+
+def asks_why(exercise, cells: list) -> bool:
+    """Whether a checked exercise's statement also asks the learner to explain something (its written part)."""
+    statement = "\n".join(cells[k].source for k in range(exercise.start, exercise.end + 1)
+                          if cells[k].cell_type == "markdown")
+    return bool(exercise.checks) and bool(ASKS_WHY.search(statement))
+
+
+def written_answers(chapter: Path) -> dict[str, int]:
+    """The manually graded answers of a chapter's assignment (`<label>-written-0` -> points), in book order: an
+    exercise answered in prose is worth its stars, the explanation a checked exercise asks for 1 point."""
+    cells = nbformat.read(chapter, as_version=4).cells
+    return {f"{e.label}-written-0": (1 if e.checks else points(e.grade))
+            for e in find_exercises(cells) if not e.checks or asks_why(e, cells)}
 
 
 def for_learners(cells: list) -> list:
     """The cells as Jupyter shows them outside the website, and a written answer for every exercise without a check:
     each exercise opens with a heading of its stars and title (not the sphinx-exercise fence, which Jupyter and the
-    feedback notebook would show raw), its closing fence goes, the book's MyST roles become plain text, and an
-    exercise that no check grades (answered in prose) gets a "manually graded answer" cell worth its stars."""
+    feedback notebook would show raw), its closing fence goes, the book's MyST roles become plain text, an exercise
+    that no check grades (answered in prose) gets a "manually graded answer" cell worth its stars, and a checked
+    exercise that asks for an explanation one worth 1 point in its fence's place, after the learner's code."""
     found = {e.start: e for e in find_exercises(cells)}
-    ends = {e.end: e for e in found.values() if not e.checks}
+    ends = {e.end: e for e in found.values() if not e.checks or asks_why(e, cells)}
     out = []
     for k, cell in enumerate(cells):
         if k in found:
             e = found[k]
             cell.source = f"### {e.grade} {myst_to_markdown(e.title)}"
-        elif k in ends:  # the end of an exercise answered in prose: its answer cell takes the fence's place
+        elif k in ends:  # the end of an exercise with a written part: its answer cell takes the fence's place
             e = ends[k]
             cell = nbformat.v4.new_markdown_cell(WRITTEN)
             cell.metadata["nbgrader"] = {"grade": True, "grade_id": f"{e.label}-written-0", "locked": False,
-                                         "points": points(e.grade), "schema_version": SCHEMA_VERSION,
+                                         "points": 1 if e.checks else points(e.grade),
+                                         "schema_version": SCHEMA_VERSION,
                                          "solution": True, "task": False}
         elif is_marker(cell, "exercise-end"):
             continue

@@ -27,7 +27,10 @@ What a submission cannot do to the grading:
   and the answers process); the exercise whose cells asked for it scores 0, whatever its check said.
 One submission's failure never stops the others. The scores go to `<course>/scores/chNN.csv` and are printed as a
 Markdown table: one row per learner, one column per exercise (points earned), the total and a note saying why an
-exercise scored 0: the refusal, time-out or crash, or else the first line of the check's message.
+exercise scored 0: the refusal, time-out or crash, or else the first line of the check's message. The answers graded
+by hand (explanations, assignments.written_answers) go to `chNN-written.md`, question by question, and their points
+to the sheet `chNN-written.csv` (blank until entered; grading again keeps what was entered), which `make gradebook`
+reads.
 """
 
 from __future__ import annotations
@@ -45,9 +48,18 @@ from pathlib import Path
 
 import nbformat
 
+from tools.book.exercises import find_exercises
 from tools.book.notebooks import CHAPTERS, ENVIRONMENT, ROOT
 from tools.course import apart
-from tools.course.assignments import DEFAULT_COURSE, assignment_name, graded_exercises, run_nbgrader, write_course
+from tools.course.assignments import (
+    DEFAULT_COURSE,
+    assignment_name,
+    graded_exercises,
+    run_nbgrader,
+    write_course,
+    written_answers,
+)
+from tools.course.gradebook import write_written_sheet
 from tools.course.tampering import module_names, protected_names, tampering
 
 GUARD = Path(__file__).with_name("grading_guard.py")
@@ -352,6 +364,33 @@ def write_table(results: list[Result], points: dict[str, int], csv_path: Path) -
     return out.getvalue()
 
 
+def write_written(course: Path, chapter: Path, results: list[Result]) -> Path | None:
+    """For a chapter with manually graded answers: `<course>/scores/chNN-written.csv`, the sheet for their points
+    (gradebook.write_written_sheet), and `chNN-written.md`, every learner's answer question by question, to read
+    while grading; return the sheet, or None if the chapter has no written answer."""
+    written = written_answers(chapter)
+    if not written:
+        return None
+    name, scores = assignment_name(chapter), course / "scores"
+    sheet = scores / f"{name}-written.csv"
+    write_written_sheet(sheet, [r.learner for r in results], written)
+    titles = {e.label: f"{e.grade} {e.title}" for e in find_exercises(nbformat.read(chapter, as_version=4).cells)}
+    answers = {grade_id: [] for grade_id in written}
+    for r in results:
+        graded = grading_folder(course, chapter) / "autograded" / r.learner / name / chapter.name
+        cells = nbformat.read(graded, as_version=4).cells if graded.exists() else []
+        given = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in cells}
+        for grade_id in written:
+            answers[grade_id].append(f"**{r.learner}**\n\n{given.get(grade_id, '(no answer cell)').strip()}\n")
+    lines = [f"# {name}: written answers\n"]
+    for grade_id, given in answers.items():
+        label = grade_id.rsplit("-written-", 1)[0]
+        lines += [f"## {grade_id} ({written[grade_id]} point{'s' * (written[grade_id] != 1)}): "
+                  f"{titles.get(label, label)}\n", *given]
+    (scores / f"{name}-written.md").write_text("\n".join(lines), encoding="utf-8")
+    return sheet
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapter", help="the chapter's number, e.g. 3 or 03")
@@ -365,6 +404,9 @@ def main() -> int:
     csv_path = args.course / "scores" / f"{assignment_name(chapter)}.csv"
     print(write_table(results, graded_exercises(chapter), csv_path), end="")
     print(f"\nscores written to {csv_path}; graded notebooks in {grading_folder(args.course, chapter) / 'autograded'}")
+    sheet = write_written(args.course, chapter, results)
+    if sheet is not None:
+        print(f"written answers to grade by hand: {sheet.with_suffix('.md')}; their points go in {sheet}")
     return 0
 
 

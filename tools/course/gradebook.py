@@ -8,7 +8,10 @@ This reads every such table and writes, in `<course>/gradebook/`:
 
 - `gradebook.csv`: one row per learner, one column per chapter graded (its total) and the course total, each header
   saying its maximum (`ch03 (14)`); a learner missing from a chapter's table was not graded there, and the cell is
-  blank (not 0: an import leaves a blank grade as it was), the total adding what was graded;
+  blank (not 0: an import leaves a blank grade as it was), the total adding what was graded. Beside a chapter, its
+  written answers (`ch01 written (2)`), from `<course>/scores/chNN-written.csv`: the sheet `make grade` writes with
+  one blank cell per learner and written answer, for the points the instructor gives by hand (from the rubric, after
+  reading `chNN-written.md`, every learner's answers question by question); a learner with none entered is blank;
 - `canvas.csv`: for Canvas's Gradebook import (Grades > Import). Canvas matches a row to a learner by one of its
   first columns (`Student`, the name as "Last, First"; `ID`, Canvas's user id; `SIS User ID`) and expects `SIS Login
   ID` and `Section` beside them; every later column is an assignment, which the import creates when its name is new
@@ -67,6 +70,52 @@ def read_scores(scores: Path) -> dict[str, tuple[float, dict[str, float]]]:
     return tables
 
 
+WRITTEN_COLUMN = re.compile(r"^(?P<id>ch\d+-[\w-]+-written-\d+) \((?P<points>[\d.]+)\)$")
+
+
+def write_written_sheet(path: Path, learners: list[str], written: dict[str, int]) -> None:
+    """The sheet of a chapter's manually graded answers (`<course>/scores/chNN-written.csv`): one row per learner, one
+    column per written answer (`<grade_id> (points)`), blank until the instructor enters the points. Grading again
+    keeps every grade entered and adds rows for new learners."""
+    header = ["learner", *[f"{grade_id} ({p})" for grade_id, p in written.items()]]
+    kept: dict[str, dict[str, str]] = {}
+    if path.exists():
+        kept = {row["learner"]: row for row in csv.DictReader(path.open(encoding="utf-8", newline=""))}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for learner in sorted(set(learners) | set(kept)):
+            writer.writerow([learner, *[(kept.get(learner, {}).get(column) or "").strip() for column in header[1:]]])
+
+
+def read_written(scores: Path) -> dict[str, tuple[float, dict[str, float]]]:
+    """"chNN written" -> (its maximum, learner -> points entered), from every `<scores>/chNN-written.csv`; a learner
+    with no points entered is left out (not graded yet: blank, not 0). Points outside 0..the answer's maximum, or
+    that are not numbers, are an error naming the cell."""
+    tables = {}
+    for path in sorted(scores.glob("ch[0-9][0-9]-written.csv")):
+        rows = list(csv.DictReader(path.open(encoding="utf-8", newline="")))
+        columns = {h: float(m.group("points")) for h in (rows[0].keys() if rows else [])
+                   if (m := WRITTEN_COLUMN.match(h))}
+        totals = {}
+        for row in rows:
+            entered = {h: (row[h] or "").strip() for h in columns if (row[h] or "").strip()}
+            for h, value in entered.items():
+                try:
+                    number = float(value)
+                except ValueError:
+                    number = -1.0
+                if not 0 <= number <= columns[h]:
+                    raise SystemExit(f"{path}: {row['learner']}, {h}: {value!r} is not a number of points from 0 "
+                                     f"to {columns[h]:g}")
+            if entered:
+                totals[row["learner"]] = sum(float(v) for v in entered.values())
+        if columns:
+            tables[f"{path.stem.split('-')[0]} written"] = (sum(columns.values()), totals)
+    return tables
+
+
 def read_roster(roster: Path | None, learners: list[str]) -> dict[str, dict[str, str]]:
     """learner -> their identifying fields; the learner's own name wherever the roster gives none."""
     given: dict[str, dict[str, str]] = {}
@@ -91,10 +140,13 @@ def _fmt(points: float) -> str:
 def write_gradebook(course: Path, roster: Path | None = None) -> dict[str, Path]:
     """Write gradebook.csv, canvas.csv and moodle.csv into `<course>/gradebook/`; return their paths."""
     tables = read_scores(course / "scores")
+    tables.update(read_written(course / "scores"))
+    tables = dict(sorted(tables.items()))  # each chapter's written answers beside its autograded exercises
     people = read_roster(roster, [learner for _, scores in tables.values() for learner in scores])
     out = course / "gradebook"
     out.mkdir(parents=True, exist_ok=True)
-    titles = {name: chapter_title(name) for name in tables}
+    titles = {name: (chapter_title(name.split()[0]) + ", written answers" if name.endswith(" written")
+                     else chapter_title(name)) for name in tables}
     maximum = sum(points for points, _ in tables.values())
 
     def totals(learner: str) -> list[float | None]:  # None: not in that chapter's table, not graded there
