@@ -8,18 +8,16 @@ from __future__ import annotations
 import copy
 import math
 
+import peft  # requirements.txt pins it: the reference, never skipped
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from tfm import lora
 from tfm.distributed import ADAM_AUTOCAST_BYTES
 from tfm.modern import from_llama
-
-peft = pytest.importorskip("peft")
-modeling_llama = pytest.importorskip("transformers.models.llama.modeling_llama")
-LlamaConfig, LlamaForCausalLM = modeling_llama.LlamaConfig, modeling_llama.LlamaForCausalLM
 
 D_MODEL, D_FF, N_LAYERS, N_HEADS, N_KV_HEADS, N_VOCAB = 64, 128, 2, 4, 2, 100
 TARGETS = ("q_proj", "v_proj", "down_proj")  # PEFT's target_modules
