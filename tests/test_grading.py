@@ -180,7 +180,8 @@ def test_release_keeps_the_stubs_and_drops_the_solutions(graded):
     checks = [m for m in graded if not m.get("solution")]
     assert {m["grade_id"].rsplit("-check-", 1)[0]: m["points"] for m in checks} == POINTS
     by_hand = {m["grade_id"]: m["points"] for m in graded if m.get("solution")}
-    assert by_hand == written_answers(CHAPTER) == {"ch01-ex-softmax-written-0": 1, "ch01-pp-zero-query-written-0": 1}
+    assert by_hand == written_answers(CHAPTER) == {"ch01-ex-softmax-written-0": 1, "ch01-ex-design-written-0": 1,
+                                                   "ch01-pp-zero-query-written-0": 1}
 
 
 def test_exercise_points_are_the_stars():
