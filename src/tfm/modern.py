@@ -100,15 +100,16 @@ class GroupedQueryAttention(nn.Module):
         self.rope = RotaryEmbedding(self.d_k, max_len, rope_base, rope_layout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None, start: int = 0,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """``x (B, T, d_model)`` at positions ``start ..`` -> ``(out (B, T, d_model), weights (B, h, T, S) | None)``."""
+                need_weights: bool = False, positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``x (B, T, d_model)`` at positions ``start ..`` (or ``positions (B, T)``) -> ``(out (B, T, d_model), weights
+        (B, h, T, S) | None)``."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape (B, T, d_model={self.d_model}), got {tuple(x.shape)}")
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, h_kv, T, d_k)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, h_kv, T, d_k)
-        q, k = self.rope(q, start), self.rope(k, start)  # positions enter the scores only
+        q, k = self.rope(q, start, positions), self.rope(k, start, positions)  # positions enter the scores only
         if cache is not None:
             if "k" in cache:
                 k = torch.cat([cache["k"], k], dim=2)  # (B, h_kv, S, d_k)
@@ -135,8 +136,8 @@ class ModernBlock(nn.Module):
         self.mlp = SwiGLU(d_model, d_ff)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None, start: int = 0,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        attended, weights = self.self_attn(self.input_layernorm(x), mask, cache, start, need_weights)
+                need_weights: bool = False, positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        attended, weights = self.self_attn(self.input_layernorm(x), mask, cache, start, need_weights, positions)
         h = x + attended  # (B, T, d_model)
         return h + self.mlp(self.post_attention_layernorm(h)), weights  # (B, T, d_model)
 
@@ -189,9 +190,13 @@ class ModernLM(nn.Module):
         """One empty key/value cache per layer, for incremental decoding."""
         return [{} for _ in self.layers]
 
-    def forward(self, ids: Tensor, caches: list | None = None, start: int = 0,
-                need_weights: bool = False) -> Tensor | tuple[Tensor, list]:
-        """Ids ``(B, T)`` at positions ``start ..`` -> next-token logits ``(B, T, n_vocab)``."""
+    def forward(self, ids: Tensor, caches: list | None = None, start: int = 0, need_weights: bool = False,
+                mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor | tuple[Tensor, list]:
+        """Ids ``(B, T)`` at positions ``start ..`` -> next-token logits ``(B, T, n_vocab)``.
+
+        ``mask (B, T, start + T)`` (boolean, True = may attend) narrows the causal mask further, and ``positions
+        (B, T)`` gives each token its own rotary position: with both, several documents packed into one row do not see
+        each other and each starts at position 0 (:mod:`tfm.chat`). Without them the model is as before."""
         if ids.dim() != 2:
             raise ValueError(f"ids must have shape (B, T), got {tuple(ids.shape)}")
         T = ids.shape[1]
@@ -200,13 +205,28 @@ class ModernLM(nn.Module):
                              f"({start} cached + {T} new tokens) is longer than the model was built for")
         if caches is not None and len(caches) != len(self.layers):
             raise ValueError(f"got {len(caches)} caches for {len(self.layers)} layers")
-        mask = causal_mask(T, start + T, device=ids.device)  # (T, start + T)
+        mask = _narrow(causal_mask(T, start + T, device=ids.device), mask, positions, ids, self.max_len)  # (T, S)
         x, weights = self.embed_tokens(ids), []  # (B, T, d_model)
         for i, layer in enumerate(self.layers):
-            x, w = layer(x, mask, None if caches is None else caches[i], start, need_weights)  # (B, T, d_model)
+            cache = None if caches is None else caches[i]
+            x, w = layer(x, mask, cache, start, need_weights, positions)  # (B, T, d_model)
             weights.append(w)
         logits = self.lm_head(self.norm(x))  # (B, T, n_vocab)
         return (logits, weights) if need_weights else logits
+
+
+def _narrow(causal: Tensor, mask: Tensor | None, positions: Tensor | None, ids: Tensor, max_len: int) -> Tensor:
+    """The causal mask ``(T, S)``, ANDed with ``mask (B, T, S)`` if given -> ``(B, 1, T, S)``; checks ``positions``."""
+    if positions is not None and (positions.shape != ids.shape or positions.dtype.is_floating_point
+                                  or int(positions.min()) < 0 or int(positions.max()) >= max_len):
+        raise ValueError(f"positions must be integers in [0, max_len={max_len}) of the ids' shape {tuple(ids.shape)}, "
+                         f"got shape {tuple(positions.shape)}, dtype {positions.dtype}")
+    if mask is None:
+        return causal  # (T, S)
+    if mask.dtype != torch.bool or mask.shape != (ids.shape[0], *causal.shape):
+        raise ValueError(f"mask must be boolean (B, T, S) = {(ids.shape[0], *causal.shape)}, True = may attend; got "
+                         f"{mask.dtype} {tuple(mask.shape)}")
+    return (causal & mask)[:, None]  # (B, 1, T, S): broadcast over heads
 
 
 def parameter_count(n_vocab: int, d_model: int, n_layers: int, n_heads: int, n_kv_heads: int, d_ff: int,

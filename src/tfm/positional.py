@@ -104,13 +104,18 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", angles.cos().float(), persistent=False)
         self.register_buffer("sin", angles.sin().float(), persistent=False)
 
-    def forward(self, x: Tensor, start: int = 0) -> Tensor:
-        """Rotate ``x (..., T, d_head)`` as if its tokens sat at positions ``start .. start + T - 1``."""
+    def forward(self, x: Tensor, start: int = 0, positions: Tensor | None = None) -> Tensor:
+        """Rotate ``x (..., T, d_head)`` as if its tokens sat at positions ``start .. start + T - 1``; given ``positions
+        (B, T)`` and ``x (B, h, T, d_head)``, each token at its own position (packed documents restart at 0)."""
         T = _check_positions(x, start, self.max_len, "rotary embedding")
         if x.shape[-1] != self.d_head:
             raise ValueError(f"x has width {x.shape[-1]} but the rotary embedding was built for d_head={self.d_head}")
-        cos = self.cos[start : start + T].to(x.dtype)  # (T, d/2)
-        sin = self.sin[start : start + T].to(x.dtype)
+        if positions is None:
+            cos = self.cos[start : start + T].to(x.dtype)  # (T, d/2)
+            sin = self.sin[start : start + T].to(x.dtype)
+        else:
+            cos = self.cos[positions][:, None].to(x.dtype)  # (B, 1, T, d/2): broadcast over heads
+            sin = self.sin[positions][:, None].to(x.dtype)
         if self.layout == "half":
             first, second = x.chunk(2, dim=-1)  # (..., T, d/2) each: feature i pairs with i + d/2
             return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)  # (..., T, d_head)
