@@ -10,8 +10,8 @@ Layered so that each chapter can read its module without the ones above it:
   demand: ``import tfm.distributed``)
 - apart: :mod:`tfm.data`, :mod:`tfm.languages`, :mod:`tfm.corpus`, :mod:`tfm.bpe`, :mod:`tfm.ngram`,
   :mod:`tfm.kneser_ney`, :mod:`tfm.pydocs`, :mod:`tfm.incontext`, :mod:`tfm.circuits`, :mod:`tfm.lm`, :mod:`tfm.viz`,
-  :mod:`tfm.check`; for the assistant, imported on demand: :mod:`tfm.lora` (low-rank adapters),
-  :mod:`tfm.preference` (DPO and GRPO losses)
+  :mod:`tfm.check`; for the assistant, imported on demand: :mod:`tfm.chat` (template, SFT loss, packing),
+  :mod:`tfm.lora` (low-rank adapters), :mod:`tfm.preference` (DPO and GRPO losses)
 """
 
 from . import bpe, check, circuits, corpus, data, incontext, kneser_ney, languages, lm, modern, ngram, pydocs, viz
