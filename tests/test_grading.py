@@ -387,7 +387,12 @@ def test_every_exercise_checked_only_in_the_kernel_is_one_of_the_books():
 
 
 
-def test_a_table_of_the_visible_cases_fails_the_hidden_tests(tmp_path):
+ROW_TABLE = ("def my_padding_mask(lengths, max_len):\n    rows = {ROWS!r}\n"
+             "    return torch.tensor([rows[n, max_len] for n in lengths.tolist()])\n")  # keyed by (length, max_len)
+
+
+@pytest.mark.parametrize("table", ["whole cases", "rows"])
+def test_a_table_of_the_visible_cases_fails_the_hidden_tests(tmp_path, table):
     # Chapter 4's padding mask has no hidden tests of its own (tools/course/hidden_tests.py): a table of its check's
     # three visible cases, computed elsewhere and pasted in, passes them; the fresh inputs drawn at grading time
     # (tools/course/fresh_inputs.py) do not.
@@ -396,12 +401,14 @@ def test_a_table_of_the_visible_cases_fails_the_hidden_tests(tmp_path):
     name = assignment_name(chapter)
     source, release = (tmp_path / kind / name / chapter.name for kind in ("source", "release"))
     cases = (([5, 3, 4], 5), ([1, 7], 9), ([0, 2], 3))
-    table = {(tuple(n), m): (torch.arange(m)[None, :] < torch.tensor(n)[:, None]).tolist() for n, m in cases}
-    lookup = (f"TABLE = {table!r}\n\n\ndef my_padding_mask(lengths, max_len):\n"
-              "    return torch.tensor(TABLE[tuple(lengths.tolist()), max_len])\n")
+    whole = {(tuple(n), m): (torch.arange(m)[None, :] < torch.tensor(n)[:, None]).tolist() for n, m in cases}
+    rows = {(n, m): (torch.arange(m) < n).tolist() for ns, m in cases for n in ns}
+    lookup = (f"TABLE = {whole!r}\n\n\ndef my_padding_mask(lengths, max_len):\n"
+              "    return torch.tensor(TABLE[tuple(lengths.tolist()), max_len])\n") if table == "whole cases" \
+        else ROW_TABLE.replace("{ROWS!r}", repr(rows))
     nb = _submission(nbformat.read(source, as_version=4))
     next(c for c in nb.cells if _answer_label(c) == "ch04-ex-padding").source = lookup
-    answers = tmp_path / "table" / "answers" / chapter.name
+    answers = tmp_path / "table" / "answers" / chapter.name  # (the row table also passes the check, tested below)
     answers.parent.mkdir(parents=True)
     nbformat.write(nb, answers)
     found = apart.verdicts(source, release, answers, tmp_path / "table" / "checks",
@@ -409,3 +416,50 @@ def test_a_table_of_the_visible_cases_fails_the_hidden_tests(tmp_path):
     assert "hidden test" in found["ch04-ex-padding"] and "KeyError" in found["ch04-ex-padding"], found
     right = {label: verdict for label, verdict in found.items() if label != "ch04-ex-padding"}
     assert right == dict.fromkeys(right, ""), right  # the other answers are the book's and still pass
+
+
+ESCAPES = """
+import os, signal, threading
+TRIED = {{}}
+
+
+def attempt(name, act):
+    try:
+        act()
+        TRIED[name] = "done"
+    except PermissionError as error:
+        TRIED[name] = str(error)
+
+
+attempt("thread", lambda: threading.Thread(target=print).start())
+attempt("folder", lambda: os.open({folder!r}, os.O_RDONLY))
+attempt("climb", lambda: open("../" * 12 + "etc/hostname"))
+attempt("mkdir", lambda: os.mkdir({made!r}))
+attempt("pidfd", lambda: os.pidfd_open(os.getpid()))
+attempt("pidfd signal", lambda: signal.pidfd_send_signal(0, 0))
+print("TRIED", sorted(TRIED.items()))
+"""
+THREADED = ("def stable_softmax(scores):\n    import threading\n    out = []\n"
+            "    worker = threading.Thread(target=lambda: out.append(torch.softmax(scores, dim=-1)))\n"
+            "    worker.start()\n    worker.join()\n    return out[0]\n")
+
+
+def test_the_guard_refuses_what_would_escape_it(apart_course):
+    # What an adversarial review reached before these refusals: a thread that runs the library outside the check's
+    # refusals (they hold in the learner's thread only); a folder's descriptor, through which os.open(name, dir_fd=...)
+    # or os.fwalk reads a file the path check refuses; a relative path that climbs out; a folder made outside the
+    # submission's (it crashed the grading of everyone after); signalling another process by its descriptor.
+    source, release, course = apart_course
+    made = source.parent / "made-by-a-learner"
+    nb = _submission(nbformat.read(source, as_version=4), {
+        "ch01-pp-by-hand": ESCAPES.format(folder=str(source.parent), made=str(made))})
+    nb = _submission(nb, replace=("ch01-ex-softmax", next(
+        c.source for c in nb.cells if _answer_label(c) == "ch01-ex-softmax"), THREADED))
+    found = _apart(apart_course, nb, "escapes")
+    log = (course / "escapes" / "checks" / "answers.log").read_text(encoding="utf-8")
+    tried = dict(eval(log.split("TRIED ", 1)[1].splitlines()[0]))
+    assert set(tried) == {"thread", "folder", "climb", "mkdir", "pidfd", "pidfd signal"}, log[-2000:]
+    assert all("refused while grading" in why for why in tried.values()), tried
+    assert not made.exists()
+    assert "thread" in found["ch01-ex-softmax"], found  # the threaded one-call answer fails its check
+    assert found["ch01-ex-one-query"] == "", found  # the right answers still pass

@@ -64,6 +64,16 @@ def test_shortcuts_are_found():
         "%run -i patch_the_checks.py": "runs an IPython magic or a shell line",
         "%%bash\necho hidden": "runs an IPython magic or a shell line (%%bash)",  # the rest is not Python at all
         "!python -c 'print(1)'": "runs an IPython magic or a shell line",
+        # found by an adversarial review: each reached a check or the library the check refuses
+        "run = getattr(__builtins__, 'exec')": "uses __builtins__",
+        "d = getattr(tfm.check, '__di' + 'ct__')": "an attribute named at run time",
+        "name = 'check_answer'\nf = getattr(tfm.check, name)": "an attribute named at run time",
+        "from concurrent.futures import ThreadPoolExecutor": "imports concurrent.futures",
+        "import threading": "imports threading",
+        "from torch.utils._python_dispatch import _disable_current_modes": "a library's private part",
+        "with torch._C.DisableTorchFunction():\n    pass": "uses torch._C",
+        "from torch import _C": "imports torch._C, a library's private part",
+        "import signal": "imports signal",
     }
     for code, expected in cases.items():
         found = tampering(code, protected, modules)
@@ -78,6 +88,10 @@ def test_honest_answers_pass():
               "import math\ndef attend_one(q, K, V):\n    d_k = q.shape[0]\n"
               "    a = torch.softmax(K @ q / math.sqrt(d_k), dim=0)\n    return a @ V, a",
               "config = dict(W_Q.__dict__)",  # reading an object's attributes changes nothing
+              "def copy(a, b):\n    for name in ('weight', 'bias'):\n        getattr(b, name).copy_(getattr(a, name))",
+              "x = getattr(W_Q, 'shape')",
+              "import os\nfolder = os.path.dirname('a/b')",  # files are the grading guard's
+              "import os\nos._exit(1)",  # ends the kernel: the guard refuses it, the regrade costs one exercise
               "def f(x):\n    return x + 1 if x else (",  # a syntax error fails when it runs, not here
               ]
     for code in honest:

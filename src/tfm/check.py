@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 # The characters of output that the book's pages show without cutting a line off (tools/book/page_width.py: a code
 # block holds 79 characters at a window width of 1280 px; printed lines keep a margin).
 PAGE_WIDTH = 76
+REFUSING = [0]  # how many `without` blocks are active (read by the course's grading guard)
 
 
 def say(text: str) -> None:
@@ -212,6 +213,7 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
             raise CheckFailed(f"{name} calls {codes[frame.f_code]}, which computes the answer: this exercise asks "
                               f"you to write it yourself, so the check runs your code without it")
 
+    REFUSING[0] += 1  # a grading guard refuses new threads meanwhile: the refusals hold in this thread only
     try:
         with contextlib.ExitStack() as refusing:
             if operations:
@@ -221,6 +223,7 @@ def without(fn: Callable, *answers: object, name: str | None = None) -> Iterator
                 sys.setprofile(refuse_code)
             yield
     finally:
+        REFUSING[0] -= 1
         if codes:
             sys.setprofile(previous)
         for namespace, key, value in reversed(changed):

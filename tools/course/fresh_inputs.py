@@ -2,8 +2,9 @@
 
 When an exercise's check passes in the checks process (tools/course/apart.py), each call it made to one of the
 learner's functions is made again on fresh inputs of the same shapes: floating-point tensors redrawn at random with
-the same mean and spread (their infinities kept where they were), integer tensors shuffled into another order (the same
-values, so lengths and ids stay valid), booleans, numbers, strings and modules unchanged. The instructor's solution (the
+the same mean and spread (their infinities kept where they were), integer tensors redrawn from the range of their
+visible values (so lengths and ids stay valid), positive integers (sizes, a `max_len`) made 1 to 3 larger where the
+solution accepts that, booleans, strings and modules unchanged. The instructor's solution (the
 source version's answer cell, run in the checks process) answers the same inputs, and the learner's result must
 agree with it (within 1e-3 relative, 1e-4 of the largest value absolute). The draws come from a seed taken from
 the operating system at grading time, so they are in no file a learner could read, and a table of the visible
@@ -22,9 +23,13 @@ import os
 MOST = 3
 
 
-def redrawn(value, generator):
-    """`value` with its tensors redrawn (see the module's docstring); (the new value, whether anything changed)."""
+def redrawn(value, generator, numbers: bool = True):
+    """`value` with its tensors redrawn (see the module's docstring), and with `numbers` its positive integers made
+    1 to 3 larger; (the new value, whether anything changed)."""
     import torch
+
+    if numbers and type(value) is int and value > 0:
+        return value + int(torch.randint(1, 4, (1,), generator=generator)), True
 
     if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
         if value.dtype.is_floating_point and value.numel() > 0:
@@ -38,19 +43,21 @@ def redrawn(value, generator):
             fresh = torch.where(finite, fresh.to(value.dtype), value).detach()
             return fresh.requires_grad_(value.requires_grad), True
         if not value.dtype.is_floating_point and value.dtype != torch.bool and value.numel() > 1:
-            for _ in range(20):  # another order than the visible one, unless all values are equal
-                order = torch.randperm(value.numel(), generator=generator)
-                fresh = value.flatten()[order].reshape(value.shape)
+            low, high = int(value.min()), int(value.max())
+            for _ in range(20):  # other values from the visible range (so lengths and ids stay valid), else reorder
+                fresh = torch.randint(low, high + 1, value.shape, generator=generator, dtype=value.dtype)
+                if low == high or torch.equal(fresh, value):
+                    fresh = value.flatten()[torch.randperm(value.numel(), generator=generator)].reshape(value.shape)
                 if not torch.equal(fresh, value):
                     return fresh, True
             return value, False
         return value, False
     if isinstance(value, list | tuple):
-        pairs = [redrawn(v, generator) for v in value]
+        pairs = [redrawn(v, generator, numbers) for v in value]
         items = [p[0] for p in pairs]
         return (type(value)(items) if isinstance(value, list) else tuple(items)), any(p[1] for p in pairs)
     if isinstance(value, dict):
-        pairs = {k: redrawn(v, generator) for k, v in value.items()}
+        pairs = {k: redrawn(v, generator, numbers) for k, v in value.items()}
         return {k: p[0] for k, p in pairs.items()}, any(p[1] for p in pairs.values())
     return value, False
 
@@ -102,22 +109,23 @@ def hidden_tests(calls: list[tuple], solutions: dict, ask) -> str:
         solution = solutions.get(name)
         if solution is None or tried == MOST:
             continue
-        (fresh_args, fresh_kwargs), changed = redrawn((list(args), dict(kwargs)), generator)
-        if not changed:
-            continue
-        try:
-            expected = solution(*copy.deepcopy(fresh_args), **copy.deepcopy(fresh_kwargs))
-            if not agree(solution(*copy.deepcopy(fresh_args), **copy.deepcopy(fresh_kwargs)), expected):
-                continue  # a random function: two right answers differ
-        except Exception:
-            continue  # the new inputs break a precondition of the exercise
+        for numbers in (True, False):  # larger sizes too, unless the solution refuses them (heads must divide...)
+            (fresh_args, fresh_kwargs), changed = redrawn((list(args), dict(kwargs)), generator, numbers)
+            try:
+                expected = solution(*copy.deepcopy(fresh_args), **copy.deepcopy(fresh_kwargs))
+                again = solution(*copy.deepcopy(fresh_args), **copy.deepcopy(fresh_kwargs))
+                break
+            except Exception:
+                changed = False  # the new inputs break a precondition of the exercise
+        if not changed or not agree(again, expected):
+            continue  # nothing redrawn, or a random function (two right answers differ)
         tried += 1
         try:
             got = ask(("call", name, tuple(fresh_args), fresh_kwargs, refused))
         except Exception as error:
-            return (f"a hidden test (other inputs of the same shapes) makes {name} raise "
+            return (f"a hidden test (other inputs than the check's) makes {name} raise "
                     f"{type(error).__name__}: {str(error)[:100]}")
         if not agree(got, expected):
-            return (f"a hidden test gives {name} other inputs of the same shapes, and its result is not the right "
+            return (f"a hidden test gives {name} other inputs than the check's, and its result is not the right "
                     "one there: is something fitted to the visible cases?")
     return ""

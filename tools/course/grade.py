@@ -169,8 +169,14 @@ def grade(chapter: Path, submissions: dict[str, Path], course: Path = DEFAULT_CO
             shutil.copytree(graded, course / "autograded" / learner)
         return result
 
+    def isolated(learner: str) -> Result:
+        try:
+            return one(learner)
+        except Exception as error:  # one learner's failure (a file left unreadable, say) stops no other
+            return Result(learner, failed=f"not graded: {type(error).__name__}: {str(error)[:200]}")
+
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        results = list(pool.map(one, submissions))
+        results = list(pool.map(isolated, submissions))
     for result in results:
         for label in missing[result.learner]:
             if not result.scores.get(label):

@@ -13,8 +13,14 @@ submission's own folder, the temporary folder and the Python installation (`tfm`
 kernel's address space is limited to GRADING_MEMORY_GIB (default 8) and its CPU time to GRADING_CPU_SECONDS
 (default 1800): an allocation beyond the first fails in the cell that asked for it, the second ends the kernel
 (and grade.py regrades without the answer that did it). Both limits are hard: the submission cannot raise them.
-This guards against accidents and careless code in a classroom, not against
-a determined attacker (ctypes can still crash the process); grade untrusted work in a container.
+The notebook's own code may not start a thread, and nothing may while a check runs the learner's function (the
+refusals of tfm.check.without hold in the thread that runs it only); a thread a library started before, in a pool
+the learner's code hands work to, is beyond this hook (tampering.py refuses `threading` and `concurrent`). No code
+may open a folder outside the readable ones or a relative path that climbs
+(`..`): so `os.open(name, dir_fd=fd)` cannot reach a file the path check would refuse. Creating folders outside the
+submission's is refused like any other change, and signalling by process descriptor (`signal.pidfd_send_signal`)
+like `os.kill`. This guards against accidents and careless code in a classroom, and against what Python code can do;
+native code (ctypes, an extension) gets around any audit hook: grade untrusted work in a container.
 
 Two settings make nbgrader score what the book's checks say: nbgrader reads a number that a test cell displays as
 partial credit (a check that returns a rate would earn that fraction) and any text on stderr as a failure (a passing
@@ -22,17 +28,22 @@ check that triggers a library's warning would earn 0). So in the grading kernel 
 warnings are printed to stdout.
 """
 
+import _thread
+import importlib
 import importlib.util
 import os
+import re
 import resource
 import sys
 import tempfile
+import threading
 import warnings
 
 GRADING_REFUSED = "refused while grading"
+_CELL_FILE = re.compile(r"[/\\]ipykernel_\d+[/\\]")  # ipykernel's cells: <tmp>/ipykernel_<pid>/<hash>.py
 _ALLOWED = tuple(os.path.realpath(p) + os.sep for p in (os.getcwd(), tempfile.gettempdir()))
 _CHANGES = {"os.remove", "os.rmdir", "os.rename", "os.truncate", "shutil.rmtree", "os.chmod", "os.chown",
-            "os.link", "os.symlink", "shutil.move"}
+            "os.link", "os.symlink", "shutil.move", "os.mkdir"}
 _PROCESSES = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
               "pty.spawn"}
 _PRIVATE = tuple(os.path.realpath(p) + os.sep for p in os.environ.get("GRADING_PRIVATE", "").split(os.pathsep) if p)
@@ -57,16 +68,43 @@ def _writes(mode, flags) -> bool:
     return bool(flags & _WRITE_FLAGS)  # os.open(path, flags)
 
 
+def _started_in_a_cell() -> bool:
+    """Whether the thread about to start is the notebook's own: the code that asked for it (`threading` aside) was
+    compiled from a cell (`<ipython-input-…>`, or ipykernel's `…/ipykernel_<pid>/<hash>.py`), a function of the
+    learner's included. A library that starts a thread of its own (matplotlib's font cache timer) may."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == threading.__file__:
+        frame = frame.f_back
+    name = frame.f_code.co_filename if frame is not None else ""
+    return name.startswith("<ipython-input-") or bool(_CELL_FILE.search(name))
+
+
+def _refusing() -> bool:
+    """Whether a check is running the learner's function without the library (tfm.check.without)."""
+    check = sys.modules.get("tfm.check")
+    return check is not None and getattr(check, "REFUSING", [0])[0] > 0
+
+
 def _audit(event: str, args: tuple) -> None:
     if event in _PROCESSES:
         raise PermissionError(f"{GRADING_REFUSED}: starting a program ({event})")
+    if event == "open" and args and isinstance(args[0], str | bytes | os.PathLike):
+        path = os.fsdecode(args[0])
+        # A relative path is resolved here against the working folder, but os.open(name, dir_fd=fd) resolves it
+        # against the folder `fd` holds: so no relative path may climb (`..`), and no folder outside the readable
+        # ones may be opened at all (for its descriptor); every dir_fd then holds a readable folder.
+        if not os.path.isabs(path) and ".." in path.replace("\\", "/").split("/"):
+            raise PermissionError(f"{GRADING_REFUSED}: opening {path}, a relative path that climbs out of its folder")
+        real = os.path.realpath(path)
+        if os.path.isdir(real) and not (real + os.sep).startswith(_READABLE):
+            raise PermissionError(f"{GRADING_REFUSED}: opening the folder {path}, outside the submission's")
     if event in _CHANGES:
         paths = [a for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
         outside = [os.fsdecode(p) for p in paths if not _inside(p)]
         if outside:
             raise PermissionError(f"{GRADING_REFUSED}: {event} on {outside[0]}, outside the submission's folder")
     elif event == "open" and len(args) == 3 and args[0] is not None and _writes(args[1], args[2]):
-        if not _inside(args[0]):
+        if not _inside(args[0]) and os.fsdecode(args[0]) != os.devnull:  # (torch imports dill, which writes there)
             raise PermissionError(f"{GRADING_REFUSED}: writing {os.fsdecode(args[0])}, outside the submission's folder")
     elif event == "open" and args and args[0] is not None and not isinstance(args[0], int) and _PRIVATE:
         real = os.path.realpath(os.fsdecode(args[0])) + os.sep
@@ -88,5 +126,23 @@ _CPU = int(os.environ.get("GRADING_CPU_SECONDS", "1800"))
 resource.setrlimit(resource.RLIMIT_AS, (_MEMORY, _MEMORY))
 resource.setrlimit(resource.RLIMIT_CPU, (_CPU, _CPU))
 os._exit = os.abort = os.kill = os.killpg = _refuse
+for _module in map(importlib.import_module, ("signal", "_signal", "os", "posix")):  # by a process descriptor
+    for _name in ("pidfd_send_signal", "pidfd_open"):
+        if hasattr(_module, _name):
+            setattr(_module, _name, _refuse)
+
+
+def _guard_threads(start):
+    """`_thread.start_new_thread`, refused for the notebook's own code and, while a check runs the learner's function
+    without the library, for anyone (Python 3.11 raises no audit event for a new thread, so the function itself is
+    replaced, in every module that holds it)."""
+    def start_new_thread(function, args, kwargs=None, /):
+        if _started_in_a_cell() or _refusing():  # it would run outside the refusals of tfm.check.without
+            raise PermissionError(f"{GRADING_REFUSED}: starting a thread")
+        return start(function, args) if kwargs is None else start(function, args, kwargs)
+    return start_new_thread
+
+
+_thread.start_new_thread = _thread.start_new = threading._start_new_thread = _guard_threads(_thread.start_new_thread)
 warnings.showwarning = _warn_to_stdout
 get_ipython().ast_node_interactivity = "none"  # noqa: F821 (IPython defines it in start-up files)

@@ -14,7 +14,10 @@ scores 0, with every exercise after it (its code ran before their checks), and a
 - reaches the grader's or the notebook's machinery: `setattr`, `delattr`, `globals`, `locals`, `vars`, `exec`,
   `eval`, `compile`, `__import__`, `open`, IPython's history (`In`, `Out`, `_ih`, `_i1`...), `get_ipython`, function
   internals (`__code__`, `__globals__`, `__dict__`...), modules that inspect or patch the interpreter (`sys`,
-  `builtins`, `importlib`, `inspect`, `gc`), or the notebook's own file (`.ipynb`, `read_text`, `nbformat`, `json`);
+  `builtins`, `importlib`, `inspect`, `gc`), threads, signals and native code (`threading`, `concurrent`,
+  `signal`, `ctypes`; files and processes are the grading guard's, at run time), a library's private parts
+  (`torch._C`, `torch.utils._python_dispatch`), an attribute named at run time (`getattr(x, name)`,
+  `getattr(m, "__dict__")`), or the notebook's own file (`.ipynb`, `read_text`, `nbformat`, `json`);
 - holds an IPython magic or a shell line (`%run`, `%%bash`, `!...`): such a line can run code this reading cannot see.
 
 This is a classroom guard, like grading_guard.py: it stops the shortcuts a learner finds in a minute (the three in
@@ -29,14 +32,16 @@ import re
 from tools.book.exercises import parse_cell
 
 FORBIDDEN_CALLS = {"setattr", "delattr", "globals", "locals", "vars", "exec", "eval", "compile", "__import__", "open",
-                   "get_ipython", "breakpoint"}
+                   "get_ipython", "breakpoint", "__builtins__"}
 HISTORY = re.compile(r"^(In|Out|_ih|_oh|_dh|_i+|_i\d+|_\d+|__+)$")  # IPython's record of the notebook's cells
 INTERNALS = {"__code__", "__globals__", "__builtins__", "__closure__", "__defaults__", "__kwdefaults__",
              "__setattr__", "__delattr__", "__subclasses__", "__mro__", "__bases__", "__getattribute__", "f_globals",
              "f_locals", "f_back", "read_text", "read_bytes"}
 IN_PLACE = re.compile(r"[a-z]\w*[a-z0-9]_")  # torch's in-place methods and initialisers end in one underscore
 FORBIDDEN_MODULES = {"sys", "builtins", "importlib", "inspect", "gc", "nbformat", "json", "IPython", "traceback",
-                     "pickle", "marshal", "types"}
+                     "pickle", "marshal", "types", "threading", "_thread", "concurrent", "multiprocessing", "signal",
+                     "_signal", "ctypes", "resource"}
+CHECKED_LIBRARIES = {"torch", "tfm", "numpy"}  # whose private parts (torch._C) reach under a check's refusals
 
 
 def bound_names(tree: ast.AST, top_level_only: bool = True) -> set[str]:
@@ -115,6 +120,18 @@ def protected_names(locked: list[str], checks: list[str], stubs: list[str]) -> s
     return (defined & read) - stubbed
 
 
+def _named_at_run_time(call: ast.Call, guarded: set[str]) -> bool:
+    """`getattr(obj, name)` reaching what an attribute could not: a private or forbidden name given as a string, or
+    any computed name on a module or a name the checks use (`getattr(tfm.check, "__di" + "ct__")`); a loop over the
+    attributes of the learner's own objects (`getattr(model, name)`) is an answer's business."""
+    name = call.args[1]
+    if isinstance(name, ast.Constant):
+        value = name.value
+        return not (isinstance(value, str) and value.isidentifier() and not value.startswith("_")
+                    and value not in FORBIDDEN_CALLS)
+    return _root(call.args[0]) in guarded | {"__builtins__"}
+
+
 def tampering(source: str, protected: set[str], modules: dict[str, str]) -> list[str]:
     """What an answer cell does to the grader (see the module docstring): one short reason per finding, in the
     order of the code; [] for an honest answer. ``modules``: the names the locked cells bind to modules (an answer
@@ -169,15 +186,25 @@ def tampering(source: str, protected: set[str], modules: dict[str, str]) -> list
                     say(f"changes {ast.unparse(changed)} in place ({node.func.attr}), which the checks use")
         if isinstance(node, ast.Name) and (node.id in FORBIDDEN_CALLS or HISTORY.match(node.id)):
             say(f"uses {node.id}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" \
+                and len(node.args) > 1 and _named_at_run_time(node, guarded - local.get(id(node), set())):
+            say(f"uses {ast.unparse(node)[:40]}, an attribute named at run time")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                and {**modules, **own_imports}.get(_root(node), "").split(".")[0] in CHECKED_LIBRARIES:
+            say(f"uses {ast.unparse(node)[:40]}, a library's private part")
         elif isinstance(node, ast.Attribute) and (node.attr in INTERNALS or node.attr == "data"
                                                   and _root(node) in protected - local.get(id(node), set())
                                                   or node.attr == "__dict__" and _root(node) in dict_changes):
             say(f"uses {ast.unparse(node)}")
         elif isinstance(node, ast.Import | ast.ImportFrom):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            names = [f"{node.module or ''}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) \
+                else [a.name for a in node.names]  # (from torch import _C: torch._C)
             for name in names:
                 if name.split(".")[0] in FORBIDDEN_MODULES:
                     say(f"imports {name}")
+                elif any(part.startswith("_") for part in name.split(".")) \
+                        and name.split(".")[0] in CHECKED_LIBRARIES:
+                    say(f"imports {name}, a library's private part")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ".ipynb" in node.value:
             say("reads a notebook file")
         elif isinstance(node, ast.Global | ast.Nonlocal):
