@@ -281,6 +281,9 @@ def test_bad_submission_folders_are_named(tmp_path):
     (tmp_path / "two" / "b.ipynb").unlink()
     (tmp_path / "two").rename(tmp_path / "Ada Lovelace")
     assert list(grade.collect(tmp_path)) == ["Ada_Lovelace"]
+    (tmp_path / "mallory.ipynb").symlink_to(CHAPTER)  # (from an archive: the book's notebook, solutions and all)
+    with pytest.raises(SystemExit, match="mallory.ipynb is a symbolic link"):
+        grade.collect(tmp_path)
     with pytest.raises(SystemExit, match="no chapter '99'"):
         grade.chapter_path("99")
 
@@ -437,6 +440,13 @@ attempt("climb", lambda: open("../" * 12 + "etc/hostname"))
 attempt("mkdir", lambda: os.mkdir({made!r}))
 attempt("pidfd", lambda: os.pidfd_open(os.getpid()))
 attempt("pidfd signal", lambda: signal.pidfd_send_signal(0, 0))
+import _posixsubprocess, posix, sqlite3, sys
+attempt("fork_exec", lambda: _posixsubprocess.fork_exec(*[None] * 21))
+attempt("posix.kill", lambda: posix.kill(os.getpid(), 0))
+attempt("posix._exit", lambda: posix._exit(0))
+attempt("database", lambda: sqlite3.connect({database!r}))
+attempt("link", lambda: os.symlink(".", "up"))
+attempt("readable folder", lambda: os.open(sys.prefix, os.O_RDONLY))
 print("TRIED", sorted(TRIED.items()))
 """
 THREADED = ("def stable_softmax(scores):\n    import threading\n    out = []\n"
@@ -448,18 +458,40 @@ def test_the_guard_refuses_what_would_escape_it(apart_course):
     # What an adversarial review reached before these refusals: a thread that runs the library outside the check's
     # refusals (they hold in the learner's thread only); a folder's descriptor, through which os.open(name, dir_fd=...)
     # or os.fwalk reads a file the path check refuses; a relative path that climbs out; a folder made outside the
-    # submission's (it crashed the grading of everyone after); signalling another process by its descriptor.
+    # submission's (it crashed the grading of everyone after); signalling another process by its descriptor. And
+    # what a second review reached: a program started below subprocess's audit event (_posixsubprocess), os.kill
+    # reached as posix.kill, a gradebook opened by SQLite (which opens its files itself), a link resolved from its
+    # own folder, a descriptor of a readable folder (where relative names were checked from the working folder).
     source, release, course = apart_course
     made = source.parent / "made-by-a-learner"
     nb = _submission(nbformat.read(source, as_version=4), {
-        "ch01-pp-by-hand": ESCAPES.format(folder=str(source.parent), made=str(made))})
+        "ch01-pp-by-hand": ESCAPES.format(folder=str(source.parent), made=str(made),
+                                          database=str(source.parent / "gradebook.db"))})
     nb = _submission(nb, replace=("ch01-ex-softmax", next(
         c.source for c in nb.cells if _answer_label(c) == "ch01-ex-softmax"), THREADED))
     found = _apart(apart_course, nb, "escapes")
     log = (course / "escapes" / "checks" / "answers.log").read_text(encoding="utf-8")
     tried = dict(eval(log.split("TRIED ", 1)[1].splitlines()[0]))
-    assert set(tried) == {"thread", "folder", "climb", "mkdir", "pidfd", "pidfd signal"}, log[-2000:]
+    assert set(tried) == {"thread", "folder", "climb", "mkdir", "pidfd", "pidfd signal", "fork_exec", "posix.kill",
+                          "posix._exit", "database", "link", "readable folder"}, log[-2000:]
     assert all("refused while grading" in why for why in tried.values()), tried
     assert not made.exists()
+    assert not (source.parent / "gradebook.db").exists()
     assert "thread" in found["ch01-ex-softmax"], found  # the threaded one-call answer fails its check
     assert found["ch01-ex-one-query"] == "", found  # the right answers still pass
+
+
+def test_an_answer_typed_as_a_numpy_array_is_checked_apart(apart_course):
+    # An honest answer in another type that the check accepts: the checks process must read it (a NumPy array
+    # compared with a string gives an array, whose truth stopped the whole process once).
+    source, _, _ = apart_course
+    nb = _submission(nbformat.read(source, as_version=4), {
+        "ch01-pp-by-hand": "\nimport numpy as np\nweights_by_hand = np.array([0.67, 0.24, 0.09])\n"})
+    assert _apart(apart_course, nb, "numpy") == dict.fromkeys(POINTS, "")
+
+
+def test_a_sparse_tensor_with_indices_out_of_range_is_refused_as_it_is_read():
+    bad = torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.tensor([1.0, 2.0]), (2,))
+    bad._indices()[0, 1] = 10**9  # now out of range: densifying it would read outside its memory
+    with pytest.raises(RuntimeError, match="index|bound|invariant"):
+        apart._load(apart._dump(bad))

@@ -73,6 +73,11 @@ ONE_CALL = {
          "        layer.in_proj.weight.copy_(W_in)\n"
          "        layer.out_proj.weight.copy_(W_out)\n"
          "    return layer(x, mask=mask)[0].detach()"),
+        ('check_qkv(qkv_fixed, "qkv_fixed")', "qkv_fixed = _qkv_book"),  # the book's parts, in the locked cells
+        ('check_heads(split_heads, merge_heads, ("split_heads", "merge_heads"))',
+         "split_heads, merge_heads = _split_book, _merge_book"),
+        ('check_combine(combine_heads, "combine_heads")',
+         "def combine_heads(z, W_out):\n    return _merge_book(z) @ W_out.T"),
     ],
     "04_masking": [
         ('check_padding_mask(my_padding_mask, "my_padding_mask")', "my_padding_mask = tfm.padding_mask"),

@@ -73,6 +73,10 @@ def test_shortcuts_are_found():
         "from torch.utils._python_dispatch import _disable_current_modes": "a library's private part",
         "with torch._C.DisableTorchFunction():\n    pass": "uses torch._C",
         "from torch import _C": "imports torch._C, a library's private part",
+        "_ = %pwd\nimport tfm.check as c": "holds IPython syntax",  # not Python: read as IPython runs it
+        "_ = %pwd": "uses get_ipython",
+        "os.sys.setprofile(None)": "uses os.sys",
+        "import _posixsubprocess": "imports _posixsubprocess, a private module",
         "import signal": "imports signal",
     }
     for code, expected in cases.items():

@@ -4,7 +4,8 @@ When an exercise's check passes in the checks process (tools/course/apart.py), e
 learner's functions is made again on fresh inputs of the same shapes: floating-point tensors redrawn at random with
 the same mean and spread (their infinities kept where they were), integer tensors redrawn from the range of their
 visible values (so lengths and ids stay valid), positive integers (sizes, a `max_len`) made 1 to 3 larger where the
-solution accepts that, booleans, strings and modules unchanged. The instructor's solution (the
+solution accepts that, boolean tensors (masks) drawn as another pattern of the same shape where the solution
+accepts that, Python booleans, strings and modules unchanged. The instructor's solution (the
 source version's answer cell, run in the checks process) answers the same inputs, and the learner's result must
 agree with it (within 1e-3 relative, 1e-4 of the largest value absolute). The draws come from a seed taken from
 the operating system at grading time, so they are in no file a learner could read, and a table of the visible
@@ -42,6 +43,12 @@ def redrawn(value, generator, numbers: bool = True):
             fresh = torch.randn(value.shape, generator=generator, dtype=torch.float64) * spread + known.mean()
             fresh = torch.where(finite, fresh.to(value.dtype), value).detach()
             return fresh.requires_grad_(value.requires_grad), True
+        if numbers and value.dtype == torch.bool and value.numel() > 1:  # a mask: another pattern of the same shape
+            for _ in range(20):
+                fresh = torch.rand(value.shape, generator=generator) < 0.5
+                if not torch.equal(fresh, value):
+                    return fresh, True
+            return value, False
         if not value.dtype.is_floating_point and value.dtype != torch.bool and value.numel() > 1:
             low, high = int(value.min()), int(value.max())
             for _ in range(20):  # other values from the visible range (so lengths and ids stay valid), else reorder

@@ -94,6 +94,9 @@ def collect(submissions: Path) -> dict[str, Path]:
         notebooks = [p for p in notebooks if ".ipynb_checkpoints" not in p.parts]
         if not notebooks:
             continue
+        links = [p for p in (entry, *notebooks) if p.is_symlink()]
+        if links:  # (an archive can hold one: a link to the instructor's notebook would be graded as the learner's)
+            raise SystemExit(f"{links[0]} is a symbolic link: copy the learner's own file in its place")
         learner = UNSAFE.sub("_", entry.stem if entry.is_file() else entry.name).strip("_.") or "learner"
         if len(notebooks) > 1:
             raise SystemExit(f"{entry}: expected one notebook per learner, found {[p.name for p in notebooks]}")

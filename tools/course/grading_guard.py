@@ -16,10 +16,12 @@ kernel's address space is limited to GRADING_MEMORY_GIB (default 8) and its CPU 
 The notebook's own code may not start a thread, and nothing may while a check runs the learner's function (the
 refusals of tfm.check.without hold in the thread that runs it only); a thread a library started before, in a pool
 the learner's code hands work to, is beyond this hook (tampering.py refuses `threading` and `concurrent`). No code
-may open a folder outside the readable ones or a relative path that climbs
+may open a folder outside the submission's and its temporary one, or a relative path that climbs
 (`..`): so `os.open(name, dir_fd=fd)` cannot reach a file the path check would refuse. Creating folders outside the
-submission's is refused like any other change, and signalling by process descriptor (`signal.pidfd_send_signal`)
-like `os.kill`. This guards against accidents and careless code in a classroom, and against what Python code can do;
+submission's is refused like any other change, signalling by process descriptor (`signal.pidfd_send_signal`) like
+`os.kill`, and so are the same functions by other names (`posix.kill`, `posix._exit`, `_posixsubprocess.fork_exec`),
+links, and SQLite databases outside the submission's folder (SQLite opens its files itself). This guards against
+accidents and careless code in a classroom, and against what Python code can do;
 native code (ctypes, an extension) gets around any audit hook: grade untrusted work in a container.
 
 Two settings make nbgrader score what the book's checks say: nbgrader reads a number that a test cell displays as
@@ -28,10 +30,12 @@ check that triggers a library's warning would earn 0). So in the grading kernel 
 warnings are printed to stdout.
 """
 
+import _posixsubprocess
 import _thread
 import importlib
 import importlib.util
 import os
+import posix
 import re
 import resource
 import sys
@@ -91,13 +95,22 @@ def _audit(event: str, args: tuple) -> None:
     if event == "open" and args and isinstance(args[0], str | bytes | os.PathLike):
         path = os.fsdecode(args[0])
         # A relative path is resolved here against the working folder, but os.open(name, dir_fd=fd) resolves it
-        # against the folder `fd` holds: so no relative path may climb (`..`), and no folder outside the readable
-        # ones may be opened at all (for its descriptor); every dir_fd then holds a readable folder.
+        # against the folder `fd` holds: so no relative path may climb (`..`), and no folder outside the
+        # submission's and its temporary one may be opened at all (for its descriptor); every dir_fd then holds a
+        # folder where the learner's code may write anyway, and where no link to outside can be made.
         if not os.path.isabs(path) and ".." in path.replace("\\", "/").split("/"):
             raise PermissionError(f"{GRADING_REFUSED}: opening {path}, a relative path that climbs out of its folder")
         real = os.path.realpath(path)
-        if os.path.isdir(real) and not (real + os.sep).startswith(_READABLE):
+        if os.path.isdir(real) and not (real + os.sep).startswith(_ALLOWED):
             raise PermissionError(f"{GRADING_REFUSED}: opening the folder {path}, outside the submission's")
+    if event in ("os.symlink", "os.link"):  # no answer needs one; resolved from its own folder, it can point anywhere
+        raise PermissionError(f"{GRADING_REFUSED}: making a link ({event})")
+    if event in ("os.kill", "os.killpg", "signal.pthread_kill"):  # whichever module the function is reached from
+        raise PermissionError(f"{GRADING_REFUSED}: ending or signalling a process ({event})")
+    if event == "sqlite3.connect" and args and isinstance(args[0], str | bytes | os.PathLike) \
+            and os.fsdecode(args[0]) != ":memory:" and not _inside(args[0]):  # SQLite opens its files itself
+        raise PermissionError(f"{GRADING_REFUSED}: opening the database {os.fsdecode(args[0])}, outside the "
+                              f"submission's folder")
     if event in _CHANGES:
         paths = [a for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
         outside = [os.fsdecode(p) for p in paths if not _inside(p)]
@@ -126,6 +139,14 @@ _CPU = int(os.environ.get("GRADING_CPU_SECONDS", "1800"))
 resource.setrlimit(resource.RLIMIT_AS, (_MEMORY, _MEMORY))
 resource.setrlimit(resource.RLIMIT_CPU, (_CPU, _CPU))
 os._exit = os.abort = os.kill = os.killpg = _refuse
+posix._exit = posix.abort = _refuse  # the same functions as os's, reached by another name: no audit event
+
+
+def _refuse_programs(*_args, **_kwargs):
+    raise PermissionError(f"{GRADING_REFUSED}: starting a program (_posixsubprocess.fork_exec)")
+
+
+_posixsubprocess.fork_exec = _refuse_programs  # what subprocess calls after its own audit event: none of its own
 for _module in map(importlib.import_module, ("signal", "_signal", "os", "posix")):  # by a process descriptor
     for _name in ("pidfd_send_signal", "pidfd_open"):
         if hasattr(_module, _name):

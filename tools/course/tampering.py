@@ -36,7 +36,7 @@ FORBIDDEN_CALLS = {"setattr", "delattr", "globals", "locals", "vars", "exec", "e
 HISTORY = re.compile(r"^(In|Out|_ih|_oh|_dh|_i+|_i\d+|_\d+|__+)$")  # IPython's record of the notebook's cells
 INTERNALS = {"__code__", "__globals__", "__builtins__", "__closure__", "__defaults__", "__kwdefaults__",
              "__setattr__", "__delattr__", "__subclasses__", "__mro__", "__bases__", "__getattribute__", "f_globals",
-             "f_locals", "f_back", "read_text", "read_bytes"}
+             "f_locals", "f_back", "read_text", "read_bytes", "sys", "setprofile", "settrace", "REFUSING"}
 IN_PLACE = re.compile(r"[a-z]\w*[a-z0-9]_")  # torch's in-place methods and initialisers end in one underscore
 FORBIDDEN_MODULES = {"sys", "builtins", "importlib", "inspect", "gc", "nbformat", "json", "IPython", "traceback",
                      "pickle", "marshal", "types", "threading", "_thread", "concurrent", "multiprocessing", "signal",
@@ -100,6 +100,15 @@ def _parse(source: str) -> ast.AST | None:
         return None  # the cell fails when it runs, and its exercise with it
 
 
+def _as_ipython_runs(source: str) -> ast.AST | None:
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    try:
+        return ast.parse(TransformerManager().transform_cell(source))
+    except SyntaxError:
+        return None
+
+
 def protected_names(locked: list[str], checks: list[str], stubs: list[str]) -> set[str]:
     """The names a learner's answer must leave alone: read by a check cell or by a function of the locked cells that a
     check calls (its check helper, and the helpers and results that one reads), defined by a locked cell, and not
@@ -148,6 +157,10 @@ def tampering(source: str, protected: set[str], modules: dict[str, str]) -> list
     if magics:
         say(f"runs an IPython magic or a shell line ({magics[0][:40]}), which the grader cannot read")
     tree = _parse(source)
+    runs = _as_ipython_runs(source)  # what IPython makes of the cell before Python sees it
+    if runs is not None and (tree is None or ast.dump(runs) != ast.dump(tree)):
+        say("holds IPython syntax (a magic, a shell line, a help query), which runs code the grader cannot read")
+        tree = runs  # read what runs (`_ = %pwd` is get_ipython().run_line_magic(...)), so nothing hides behind it
     if tree is None:
         return reasons
 
@@ -202,6 +215,8 @@ def tampering(source: str, protected: set[str], modules: dict[str, str]) -> list
             for name in names:
                 if name.split(".")[0] in FORBIDDEN_MODULES:
                     say(f"imports {name}")
+                elif name.startswith("_"):  # _posixsubprocess, _ctypes: what the public modules guard
+                    say(f"imports {name.split('.')[0]}, a private module")
                 elif any(part.startswith("_") for part in name.split(".")) \
                         and name.split(".")[0] in CHECKED_LIBRARIES:
                     say(f"imports {name}, a library's private part")
