@@ -2,7 +2,8 @@
 answer is one call to that function: each chapter's own check runs here, on the one-call answer, and must fail with
 a message that says why (tfm.check.without). The chapter's code cells that the checks depend on run first
 (tools/course/needed_cells.py), in a namespace of their own, as in the learner's kernel. And a slip that a chapter's
-solution names as common gets a message that names it (SLIPS), without giving the answer."""
+solution names as common gets a message that names it (SLIPS), without giving the answer. And an answer of the wrong
+kind (text typed where a number is asked for) is told the kind the check wanted and the one it got (WRONG_KIND)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import nbformat  # noqa: E402
 import pytest  # noqa: E402
 
 from tfm.check import CheckFailed  # noqa: E402
+from tools.book.exercises import find_exercises  # noqa: E402
 from tools.course.needed_cells import needed_cells  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -664,6 +666,25 @@ SLIPS = {
 }
 
 
+# chapter -> [(exercise label, the learner's answer cell, what the check's message must say)]: the chapter's own check
+# cell, run on an answer of the wrong kind, names the kind it wanted and the one it got; the message holds neither the
+# right answer nor the hint (which is about the value)
+WRONG_KIND = {
+    "06_transformer_block": [
+        ("ch06-pp-params",
+         'attention_parameters = "relu"\nffn_parameters = layer_norm_parameters = 0',
+         "attention_parameters should be a whole number (an int), but it is text (a str): 'relu'"),
+        ("ch06-pp-params",  # the reasoning typed as the answer
+         'attention_parameters = "four d_model x d_model matrices and their biases"\n'
+         "ffn_parameters = layer_norm_parameters = 0",
+         "attention_parameters should be a whole number (an int), but it is text (a str): 'four d_model x "),
+        ("ch06-pp-params",  # the number, in quotes
+         "attention_parameters = 4 * (512 * 512 + 512)\nffn_parameters = '2,099,712'\nlayer_norm_parameters = 0",
+         "ffn_parameters should be a whole number (an int), but it is text (a str): '2,099,712': write it without "
+         "quotes"),
+    ],
+}
+
 def _namespace(chapter: str, check: str) -> dict:
     """The chapter's cells that its function ``check`` depends on (only that function of its check cell), run in a
     fresh namespace."""
@@ -732,11 +753,49 @@ def test_a_named_slip_gets_its_hint(namespaces, chapter, case):
         exec(call, namespace)
 
 
+def _check_cell(chapter: str, label: str) -> tuple[dict, str]:
+    """A namespace in which the check cell of exercise ``label`` can run, and that cell's source: the chapter's setup
+    cell and its imports, run as in the learner's kernel. (A pencil-and-paper check reads only tfm and the answers;
+    one that read more of the chapter would fail here with a NameError, not a CheckFailed.)"""
+    cells = nbformat.read(ROOT / "chapters" / f"{chapter}.ipynb", as_version=4).cells
+    exercise = next(e for e in find_exercises(cells) if e.label == label)
+    code = [c.source for c in cells[:exercise.start] if c.cell_type == "code"]
+    imports = [part for source in code[1:] for part in _imports_apart(source)[:1] if _only_imports(part)]
+    namespace = {"__name__": "__main__"}
+    for i, source in enumerate([code[0], *imports]):
+        exec(compile(source, f"<{chapter} setup {i}>", "exec"), namespace)
+    return namespace, cells[exercise.checks[0]].source
+
+
+
+def _only_imports(source: str) -> bool:
+    try:
+        return all(isinstance(node, ast.Import | ast.ImportFrom) for node in ast.parse(source).body)
+    except SyntaxError:  # a cell of IPython magics
+        return False
+
+@pytest.mark.parametrize(("chapter", "case"),
+                         [(ch, k) for ch, cases in WRONG_KIND.items() for k in range(len(cases))])
+def test_an_answer_of_the_wrong_kind_is_told_the_kind(namespaces, chapter, case):
+    label, answer, message = WRONG_KIND[chapter][case]
+    if (chapter, label) not in namespaces:
+        namespaces[chapter, label] = _check_cell(chapter, label)
+    namespace, check = namespaces[chapter, label]
+    namespace = dict(namespace)
+    exec(answer, namespace)  # in place of the learner's answer cell
+    with pytest.raises(CheckFailed, match=re.escape(message)) as failed:
+        exec(check, namespace)
+    said = str(failed.value)
+    told = re.sub(r"'[^']*'", "''", said)  # what the check adds to the learner's own text, which it quotes
+    assert not re.search(r"1,?050,?624|2,?099,?712|2,?048", told), f"the message gives the answer: {said}"
+    assert "W_Q" not in said and "bias of" not in said, f"the message gives the hint: {said}"
+
+
 def test_each_chapter_is_listed_once():
-    """A chapter written twice in ONE_CALL or SLIPS would silently drop the first list's cases."""
+    """A chapter written twice in ONE_CALL, SLIPS or WRONG_KIND would silently drop the first list's cases."""
     tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("ONE_CALL", "SLIPS"):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("ONE_CALL", "SLIPS", "WRONG_KIND"):
             keys = [key.value for key in node.value.keys]
             assert len(keys) == len(set(keys)), f"{node.targets[0].id} lists a chapter twice"
             assert all((ROOT / "chapters" / f"{key}.ipynb").exists() for key in keys)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 
 import matplotlib
@@ -249,6 +250,31 @@ def test_check_answer_wants_the_exact_answer(capsys):
         check_answer((0.87, 0.12), (0.67, 0.24), name="w", atol=0.005, hint="did you divide by sqrt(d_k)?")
     with pytest.raises(CheckFailed, match="is not right"):
         check_answer((0.67,), (0.67, 0.24), name="w", atol=0.005)
+
+
+def test_check_answer_names_the_kind_it_wanted_and_the_one_it_got():
+    """An answer of the wrong kind (text for a number) is told both kinds, and nothing about the value: not the hint,
+    which may come close to giving the answer."""
+    cases = [("relu", 1050624, "n should be a whole number (an int), but it is text (a str): 'relu'"),
+             ("1050624", 1050624, "'1050624': write it without quotes"),
+             ("0.5", 0.5, "a number (an int or a float), but it is text"),
+             (True, 3, "n should be a whole number (an int), but it is a bool: True"),
+             ([1, 2], 3, "but it is a list: [1, 2]"),
+             ("2, 3", (2, 3), "2 values (a tuple, a list or a tensor), but it is text (a str): '2, 3': write the "
+                              "values without quotes"),
+             (4, (2, 3), "but it is an int: 4"),
+             (len, 3, "but it is a builtin_function_or_method"),
+             ("the biases of the four projections, and the four weight matrices", 1050624,
+              "'the biases of the four projections, ...")]
+    for got, expected, message in cases:
+        with pytest.raises(CheckFailed, match=re.escape(message)) as failed:
+            check_answer(got, expected, name="n", hint="count the biases")
+        told = str(failed.value).replace(repr(got), "")
+        assert "count the biases" not in told and str(expected) not in told, told
+    check_answer(1, True, name="b")  # what compared equal before still does
+    check_answer(3.0, 3, name="n")
+    with pytest.raises(CheckFailed, match="n = 4 is not right: count the biases"):
+        check_answer(4, 3, name="n", hint="count the biases")  # a number: the hint, as before
 
 
 def test_schematics_ship_with_tfm():

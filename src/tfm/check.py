@@ -293,16 +293,40 @@ def factor_hint(got: object, expected: float, factors: dict[float, str], otherwi
     return otherwise
 
 
+def _wanted(value: object, expected: object) -> str | None:
+    """The kind of answer that can equal ``expected`` (a plain value), in words, where ``value`` is not of it."""
+    size = len(expected) if isinstance(expected, tuple) else 0
+    for kind, accepted, words in [(bool, int | float, "True or False (a bool)"), (str, str, "text (a str)"),
+                                  (int, int | float, "a whole number (an int)"),
+                                  (float, int | float, "a number (an int or a float)"),
+                                  (tuple, tuple, f"{size} values (a tuple, a list or a tensor)")]:
+        if isinstance(expected, kind):  # a bool is an int, but no count: True for 1 passes only where True is asked
+            wrong = not isinstance(value, accepted) or (kind in (int, float) and isinstance(value, bool))
+            return words if wrong else None
+    return None
+
+
 def check_answer(got: object, expected: object, name: str = "your answer", hint: str = "", atol: float = 0.0,
                  quiet: bool = False) -> None:
     """Fail unless ``got`` equals ``expected`` by value (numbers within ``atol``); ``None`` or ``...``: not answered.
 
     ``(2, 3)``, ``[2, 3]`` and ``torch.tensor([2, 3])`` are the same answer; ``atol=0.005`` passes two decimals.
-    ``quiet=True`` prints nothing when the answer is right (for an answer too long to repeat on one line)."""
+    An answer of another kind (text where a number is asked for) is told what kind was expected and what it got,
+    without the hint, which is about the value. ``quiet=True`` prints nothing when the answer is right (for an answer
+    too long to repeat on one line)."""
     if got is None or got is Ellipsis:
         raise CheckFailed(f"{name} is not answered yet: replace the ... with your answer and run that cell")
     value, target = _plain(got), _plain(expected)
     shown = value if hasattr(got, "tolist") else got  # a tensor is shown as numbers, anything else as given
+    wanted = _wanted(value, target)
+    if wanted:  # the kind that was asked for and the one given, not the hint (it is about the value)
+        kind, text = type(got).__name__, repr(shown) if len(repr(shown)) <= 40 else repr(shown)[:36] + " ..."
+        given = "text (a str)" if isinstance(got, str) else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+        if isinstance(got, str):  # text where a number or values are asked for
+            text += ": write " + ("the values without quotes, separated by commas" if isinstance(target, tuple) else
+                                  "True or False, without quotes" if isinstance(target, bool) else
+                                  "it without quotes, as a number or an expression that computes one")
+        raise CheckFailed(f"{name} should be {wanted}, but it is {given}: {text}")
     if not _matches(value, target, atol):
         close = atol > 0 and _matches(value, target, 10 * atol) and not isinstance(hint, _Slip)
         advice = f"close: give it to within {atol:g}" if close else hint
