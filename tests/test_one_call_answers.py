@@ -469,6 +469,37 @@ SLIPS = {
          "    out[:, 1::2] = -x[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()\n"
          "    return out",
          "turns each pair the wrong way"),
+        ('check_rotate(rotate, "rotate")',  # the offset's sign flipped: positions -start .. -start + T - 1
+         "def rotate(x, start=0):\n"
+         "    T, d = x.shape\n"
+         "    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+         "    angle = ((torch.arange(T, dtype=torch.float64) - start)[:, None] * theta).float()\n"
+         "    out = torch.empty_like(x)\n"
+         "    out[:, 0::2] = x[:, 0::2] * angle.cos() - x[:, 1::2] * angle.sin()\n"
+         "    out[:, 1::2] = x[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()\n"
+         "    return out",
+         "rotate(x, 9) turns its rows as if they sat at positions -9 .. -4, not 9 .. 14: the sign of start is flipped"),
+        ('check_rotate(rotate, "rotate")',  # the positions counting down from start: both slips at once
+         "def rotate(x, start=0):\n"
+         "    T, d = x.shape\n"
+         "    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+         "    angle = ((start - torch.arange(T, dtype=torch.float64))[:, None] * theta).float()\n"
+         "    out = torch.empty_like(x)\n"
+         "    out[:, 0::2] = x[:, 0::2] * angle.cos() - x[:, 1::2] * angle.sin()\n"
+         "    out[:, 1::2] = x[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()\n"
+         "    return out",
+         "its positions count down from start"),
+        ('check_rotate(rotate, "rotate")',  # the wrong way, and start ignored: both named
+         "def rotate(x, start=0):\n"
+         "    T, d = x.shape\n"
+         "    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+         "    angle = (torch.arange(T, dtype=torch.float64)[:, None] * -theta).float()\n"
+         "    out = torch.empty_like(x)\n"
+         "    out[:, 0::2] = x[:, 0::2] * angle.cos() - x[:, 1::2] * angle.sin()\n"
+         "    out[:, 1::2] = x[:, 0::2] * angle.sin() + x[:, 1::2] * angle.cos()\n"
+         "    return out",
+         "turns each pair the wrong way, by -pos theta_i: compare the signs of your two sines with the block B(alpha) "
+         "of R_m above; and rotate(x, 9) is rotate(x)"),
     ],
     "15_todays_decoder_block": [
         ('check_cache_70b(cache_bytes_per_token, cache_gib_4096, mha_over_gqa)',  # two slips at once
