@@ -109,7 +109,8 @@ class GroupedQueryAttention(nn.Module):
         q = self.q_proj(x).view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, h, T, d_k)
         k = self.k_proj(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, h_kv, T, d_k)
         v = self.v_proj(x).view(B, T, self.n_kv_heads, self.d_k).transpose(1, 2)  # (B, h_kv, T, d_k)
-        q, k = self.rope(q, start, positions), self.rope(k, start, positions)  # positions enter the scores only
+        turn = (lambda t: self.rope(t, start)) if positions is None else (lambda t: self.rope(t, start, positions))
+        q, k = turn(q), turn(k)  # positions enter the scores only (a stand-in rope may take (x, start) alone)
         if cache is not None:
             if "k" in cache:
                 k = torch.cat([cache["k"], k], dim=2)  # (B, h_kv, S, d_k)

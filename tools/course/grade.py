@@ -42,6 +42,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,9 +318,18 @@ def read_result(course: Path, chapter: Path, learner: str) -> Result:
     return result
 
 
+_ONE_READING = threading.Lock()  # (see changes_to_the_grader)
+
+
 def changes_to_the_grader(graded: list, release: list) -> dict[str, str]:
     """Exercise label -> why it scores 0: its answer cell changes what the checks use (tools/course/tampering.py), or
-    an earlier answer did (it ran before this exercise's check)."""
+    an earlier answer did (it ran before this exercise's check). One learner at a time: Python 3.11's ast module
+    keeps state that two threads building trees at once corrupt ("AST constructor recursion depth mismatch")."""
+    with _ONE_READING:
+        return _changes_to_the_grader(graded, release)
+
+
+def _changes_to_the_grader(graded: list, release: list) -> dict[str, str]:
     code = [c for c in graded if c.cell_type == "code"]
     answers = [c for c in code if _is_answer(c)]
     checks = [c.source for c in code if c.metadata.get("nbgrader", {}).get("grade")]
